@@ -1,0 +1,49 @@
+# Sequence Models for NLP — build the book, run the checks.
+#   make book   build the website into _build/html, executing every chapter
+#   make test   every check: lint, library tests, the book build, the built site in a browser
+# The first use creates .venv and installs requirements.txt (exact pins, ends with `-e .`).
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+CACHE  := _build/.jupyter_cache
+
+.PHONY: venv book test lint pytest site-test clean notebooks
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $(STAMP)
+
+# Jupyter Book's cache keys a chapter on its code cells only. The chapters' outputs also depend on
+# lib/ and on the installed packages, so their hash keys the whole cache: change either, re-execute.
+book: $(STAMP)
+	@key=$$(cat requirements.txt $$(find lib -name '*.py' | LC_ALL=C sort) | sha256sum | cut -c1-16); \
+	if [ "$$(cat $(CACHE)/key 2>/dev/null)" != "$$key" ]; then \
+	  echo "lib/ or requirements changed (key $$key): clearing the execution cache"; \
+	  rm -rf $(CACHE); mkdir -p $(CACHE); echo "$$key" > $(CACHE)/key; \
+	fi
+	@rm -rf _build/html/reports
+	@$(BIN)/jupyter-book build . --builder html -W -n --keep-going || { \
+	  echo; echo "BOOK BUILD FAILED."; \
+	  for log in $$(find _build/html/reports -name '*.err.log' 2>/dev/null); do \
+	    echo "  chapter failed to execute: $${log#_build/html/reports/}  (traceback in $$log)"; \
+	  done | sed 's/\.err\.log  (/.md  (/'; exit 1; }
+
+lint: $(STAMP)
+	$(BIN)/ruff check lib tests benchmarks book/_ext
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest -m "not browser"
+
+site-test: $(STAMP)
+	$(BIN)/python -m pytest -m browser
+
+test: lint pytest book site-test
+
+clean:
+	rm -rf _build book/_generated

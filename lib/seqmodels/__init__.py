@@ -1,0 +1,14 @@
+"""seqmodels: the one implementation behind the course *Sequence Models for NLP*.
+
+One module per concept, so a reader finds the code of a chapter at once:
+
+- ``vocab``, ``data``: vocabularies with explicit ``<unk>``; the King James Bible with fixed splits.
+- ``metrics``: cross-entropy and perplexity.
+- ``ngram``: count-based n-gram models (MLE, add-k, interpolated Kneser–Ney).
+- ``feedforward``: the neural language model of Bengio et al. (2003).
+- ``synthetic``: the agreement language, with its exact entropy rate.
+- ``train``: training and evaluation loops; ``device``, ``seeding``: where and how repeatably.
+- ``plots``, ``widgets``: the chapters' figures and interactive views.
+"""
+
+__version__ = "0.1.0"

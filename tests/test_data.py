@@ -1,0 +1,81 @@
+"""The KJV corpus, its fixed splits, the vocabulary and the context windows."""
+
+import pytest
+import torch
+
+from seqmodels.data import SPLITS, context_windows, kjv_sentences, load_kjv, tokenize
+from seqmodels.vocab import Vocabulary
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return load_kjv(min_count=2)
+
+
+def test_tokenize_splits_words_from_punctuation_and_drops_italics_brackets():
+    assert tokenize("And God said, Let there be light: and there [was] light.") == [
+        "and",
+        "god",
+        "said",
+        ",",
+        "let",
+        "there",
+        "be",
+        "light",
+        ":",
+        "and",
+        "there",
+        "was",
+        "light",
+        ".",
+    ]
+    assert tokenize("his brother\u2019s name") == ["his", "brother's", "name"]
+
+
+def test_splits_are_fixed_disjoint_and_cover_the_bible(corpus):
+    sizes = {name: len(corpus.split(name)) for name in SPLITS}
+    assert sum(sizes.values()) == 31_102  # verses in the KJV
+    assert sizes == {"train": 24_952, "validation": 3_093, "test": 3_057}
+    assert corpus.train[0] == corpus.vocab.encode(
+        tokenize("In the beginning God created the heaven and the earth.")
+    )
+
+
+def test_vocabulary_is_built_on_training_text_only(corpus):
+    from collections import Counter
+
+    counts = Counter(t for s in kjv_sentences("train") for t in s)
+    expected = {w for w, c in counts.items() if c >= 2}
+    assert set(corpus.vocab.itos[3:]) == expected
+    assert 0 < corpus.oov_rate("test") < 0.05
+    assert corpus.oov_rate("train") == pytest.approx(
+        sum(c for c in counts.values() if c < 2) / counts.total()
+    )
+
+
+def test_vocabulary_round_trip_and_unknown_words():
+    vocab = Vocabulary.build([["a", "b", "a"], ["c"]], min_count=2)
+    assert vocab.itos == ["<s>", "</s>", "<unk>", "a"]
+    assert vocab.encode(["a", "zebra"]) == [3, vocab.unk]
+    assert vocab.decode([3, 1]) == ["a", "</s>"]
+    with pytest.raises(IndexError, match="outside the vocabulary"):
+        vocab.decode([4])
+    with pytest.raises(ValueError, match="empty corpus"):
+        Vocabulary.build([])
+    with pytest.raises(ValueError, match="min_count >= 1"):
+        Vocabulary.build([["a"]], min_count=0)
+
+
+def test_unknown_split_is_refused():
+    with pytest.raises(ValueError, match="one of"):
+        kjv_sentences("dev")
+
+
+def test_context_windows_pad_with_bos_and_end_with_eos():
+    contexts, targets = context_windows([[5, 6], [7]], context_size=2)
+    torch.testing.assert_close(contexts, torch.tensor([[0, 0], [0, 5], [5, 6], [0, 0], [0, 7]]))
+    torch.testing.assert_close(targets, torch.tensor([5, 6, 1, 7, 1]))
+    with pytest.raises(ValueError, match="context_size >= 1"):
+        context_windows([[5]], 0)
+    with pytest.raises(ValueError, match="empty corpus"):
+        context_windows([], 2)
