@@ -37,7 +37,8 @@ def build(
     (tmp_path / "book").mkdir()
     shutil.copy(ROOT / "_config.yml", tmp_path)
     shutil.copytree(ROOT / "book" / "_ext", tmp_path / "book" / "_ext")
-    shutil.copy(ROOT / "book" / "references.bib", tmp_path / "book")
+    for name in ("references.bib", "favicon.svg"):
+        shutil.copy(ROOT / "book" / name, tmp_path / "book")
     (tmp_path / "book" / "intro.md").write_text("# Intro\n\nA test book.\n")
     (tmp_path / "book" / "ch99_tiny.md").write_text(
         CHAPTER.format(extra_code=extra_code, extra_text=extra_text)

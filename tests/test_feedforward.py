@@ -8,7 +8,7 @@ from seqmodels.data import context_windows
 from seqmodels.feedforward import FeedForwardLM
 from seqmodels.seeding import seed_everything
 from seqmodels.synthetic import AgreementLanguage
-from seqmodels.train import evaluate_nll, train_lm
+from seqmodels.train import evaluate_nll, target_log_probs, train_lm
 
 
 def test_forward_implements_the_bengio_equation():
@@ -110,3 +110,14 @@ def test_bad_hyperparameters_are_refused():
             steps=0,
             generator=torch.Generator(),
         )
+
+
+def test_target_log_probs_agree_with_torch_cross_entropy():
+    torch.manual_seed(0)
+    model = FeedForwardLM(vocab_size=9, context_size=2, embed_dim=3, hidden_dim=5)
+    inputs, targets = torch.randint(9, (50, 2)), torch.randint(9, (50,))
+    log_probs = target_log_probs(model, inputs, targets, batch_size=7)  # several batches
+    expected = -F.cross_entropy(model(inputs), targets, reduction="none").detach().double()
+    torch.testing.assert_close(log_probs, expected)
+    total, n = evaluate_nll(model, inputs, targets)
+    assert n == 50 and total == pytest.approx(-expected.sum().item())

@@ -408,3 +408,13 @@ def test_n_stored_counts_the_distinct_ngrams_of_every_level_kept():
     assert NGramLM(2, 5, smoothing="mle").fit(corpus).n_stored() == 6
     # Kneser–Ney also keeps the unigram level: the distinct tokens 3, 4, </s>.
     assert NGramLM(2, 5).fit(corpus).n_stored() == 6 + 3
+
+
+def test_token_probs_are_the_per_token_factors_of_nll():
+    corpus = [[3, 4, 3], [4, 4]]
+    model = NGramLM(2, 5).fit(corpus)
+    probs = model.token_probs([[3, 4], [4]])
+    assert probs.dtype == torch.float64 and probs.shape == (5,)  # 3 words + 2 </s>
+    total, n = model.nll([[3, 4], [4]])
+    assert n == 5 and -probs.log().sum().item() == pytest.approx(total)
+    assert probs[0].item() == model.prob([], 3)

@@ -342,6 +342,10 @@ class NGramLM:
             raise ValueError("expected at least one sentence to evaluate, got none")
         return zeros / n
 
+    def token_probs(self, sentences: Iterable[Sequence[int]]) -> torch.Tensor:
+        r"""$p(x_t \mid x_{t-n+1}^{t-1})$ of every predicted token, in order, as an ``(N,)`` float64 vector."""
+        return torch.tensor(list(self._token_probs(sentences)), dtype=torch.float64)
+
     def _token_probs(self, sentences: Iterable[Sequence[int]]) -> Iterator[float]:
         r"""$p(x_t \mid x_{t-n+1}^{t-1})$ for every predicted token of every sentence, in order."""
         self._check_fitted()

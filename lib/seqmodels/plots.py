@@ -53,10 +53,15 @@ def perplexity_vs_order(
     curves: Mapping[str, Sequence[float]],
     orders: Sequence[int],
     bounds: Mapping[str, float] | None = None,
+    floors: Mapping[str, Sequence[float]] | None = None,
     ax: plt.Axes | None = None,
     ylabel: str = "held-out perplexity",
 ) -> plt.Axes:
-    """Perplexity against n-gram order, one line per curve, with dashed horizontal bounds."""
+    """Perplexity against n-gram order: one solid line per curve, its bound dashed, its floor dotted.
+
+    `bounds` maps a curve's label to a horizontal line (the best any model can do); `floors` maps it
+    to one value per order (the best a model of that order can do).
+    """
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.8))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -66,6 +71,14 @@ def perplexity_vs_order(
         ax.plot(orders, values, "o-", color=color, label=label)
         if bounds and label in bounds:
             ax.axhline(bounds[label], color=color, ls="--", lw=1)
+        if floors and label in floors:
+            ax.plot(orders, floors[label], ":", color=color, lw=1.5)
+    styles = [("-", "model (held-out)")]
+    styles += [("--", "bound, any model")] if bounds else []
+    styles += [(":", "best model of order n")] if floors else []
+    if len(styles) > 1:
+        for ls, text in styles:
+            ax.plot([], [], ls, color="gray", label=text)
     ax.set_xlabel("n-gram order n")
     ax.set_ylabel(ylabel)
     ax.set_xticks(list(orders))

@@ -34,10 +34,10 @@ class History:
 
 
 @torch.no_grad()
-def evaluate_nll(
+def target_log_probs(
     model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, batch_size: int = 4096
-) -> tuple[float, int]:
-    """Total negative log-likelihood (nats) of `targets: (N,)` given `inputs: (N, ...)`, and N."""
+) -> torch.Tensor:
+    r"""$\log p(y_i \mid x_i)$ for every pair: ``(N,)`` float64 on the CPU, for `inputs: (N, ...)`, `targets: (N,)`."""
     if len(inputs) != len(targets):
         raise ValueError(
             f"expected as many inputs as targets, got {len(inputs)} and {len(targets)}"
@@ -45,14 +45,21 @@ def evaluate_nll(
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    total = 0.0
+    out = []
     for i in range(0, len(targets), batch_size):
         logits = model(inputs[i : i + batch_size].to(device))
-        total += F.cross_entropy(
-            logits, targets[i : i + batch_size].to(device), reduction="sum"
-        ).item()
+        log_probs = torch.log_softmax(logits, dim=-1)
+        picked = log_probs.gather(1, targets[i : i + batch_size, None].to(device))[:, 0]
+        out.append(picked.double().cpu())
     model.train(was_training)
-    return total, len(targets)
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
+
+
+def evaluate_nll(
+    model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, batch_size: int = 4096
+) -> tuple[float, int]:
+    """Total negative log-likelihood (nats) of `targets: (N,)` given `inputs: (N, ...)`, and N."""
+    return -target_log_probs(model, inputs, targets, batch_size).sum().item(), len(targets)
 
 
 def train_lm(

@@ -1,0 +1,25 @@
+"""Tables of results for the chapters, rendered as Markdown so the site shows real tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from IPython.display import Markdown
+
+
+def _cell(value: object) -> str:
+    text = str(value).replace("|", r"\|")
+    return text.replace("<", "&lt;").replace(">", "&gt;")
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> Markdown:
+    """A Markdown table from a header and rows of cells; cells are shown as ``str(cell)``, escaped."""
+    rows = [list(row) for row in rows]
+    for i, row in enumerate(rows):
+        if len(row) != len(header):
+            raise ValueError(
+                f"row {i} has {len(row)} cells, expected {len(header)} (one per column)"
+            )
+    lines = ["| " + " | ".join(map(_cell, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(_cell, row)) + " |" for row in rows]
+    return Markdown("\n".join(lines))

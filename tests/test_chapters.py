@@ -1,0 +1,35 @@
+"""Static checks of the chapter sources: what a reader would trip over before anything runs."""
+
+import re
+from pathlib import Path
+
+import jupytext
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "book").glob("ch*.md"))
+WIDTH = 79  # the site's code column shows about 80 characters before it scrolls
+
+
+def test_every_chapter_is_in_the_table_of_contents_and_nothing_else_is():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    listed = {c["file"] for part in toc["parts"] for c in part["chapters"]}
+    assert listed == {f"book/{c.stem}" for c in CHAPTERS}
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_code_fits_the_page_and_has_no_outputs(path):
+    notebook = jupytext.read(path)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert code, "a chapter without code cannot check its formulas"
+    too_wide = [line for cell in code for line in cell.source.splitlines() if len(line) > WIDTH]
+    assert too_wide == [], f"code lines wider than {WIDTH} characters scroll on the site"
+    assert all(not c.get("outputs") for c in code)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_offers_its_notebook_and_states_its_runtime(path):
+    text = path.read_text()
+    assert f"<_generated/{path.stem}.ipynb>" in text
+    assert re.search(r"executed in \*\*\{glue:text\}`ch\d+_runtime", text)
