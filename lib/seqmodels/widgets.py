@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import matplotlib.pyplot as plt
+from IPython.display import display
 import torch
 
 from .data import tokenize
@@ -38,7 +39,8 @@ def next_word_explorer(
                 top=top,
                 title=f"next word after “{box.value}”",
             )
-            plt.show(fig)
+            display(fig)
+            plt.close(fig)
 
     box.observe(redraw, names="value")
     redraw()
