@@ -19,7 +19,7 @@ def test_forward_implements_the_bengio_equation():
     ctx = torch.tensor([[1, 2, 3], [0, 0, 10]])
     x = torch.cat(
         [model.C[ctx[:, i]] for i in range(3)], dim=1
-    )  # [C(w_{t-1}); C(w_{t-2}); C(w_{t-3})]
+    )  # [C(w_{t-3}); C(w_{t-2}); C(w_{t-1})]: oldest first
     expected = model.b + x @ model.W.T + torch.tanh(model.d + x @ model.H.T) @ model.U.T
     torch.testing.assert_close(model(ctx), expected)
 

@@ -1,7 +1,7 @@
 r"""The feedforward neural language model of Bengio et al. (2003).
 
 The previous $n-1$ tokens are looked up in a shared embedding table $C$ and concatenated,
-$x = [C(w_{t-1}); \dots; C(w_{t-n+1})]$, and the next-token logits are
+$x = [C(w_{t-n+1}); \dots; C(w_{t-1})]$, and the next-token logits are
 
 $$y = b + W x + U \tanh(d + H x), \qquad p(w_t \mid w_{t-n+1}^{t-1}) = \mathrm{softmax}(y)_{w_t}.$$
 

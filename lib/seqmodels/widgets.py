@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import matplotlib.pyplot as plt
-from IPython.display import display
 import torch
+from IPython.display import display
 
 from .data import tokenize
 from .plots import next_token_bars
