@@ -1,6 +1,8 @@
-# Sequence Models for NLP — build the book, run the checks.
-#   make book   build the website into _build/html, executing every chapter
-#   make test   every check: lint, library tests, the book build, the built site in a browser
+# Sequence Models for NLP — build the book, run the checks, release and grade problem sets.
+#   make book          build the website into _build/html, executing every chapter
+#   make test          every check: lint, library tests, grading round trip, book build, site in a browser
+#   make assignments   regenerate every problem set's references and student release
+#   make grade PS=ps1  grade every submission under grading/submitted/, then feedback and grades CSV
 # The first use creates .venv and installs requirements.txt (exact pins, ends with `-e .`).
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -8,8 +10,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CACHE  := _build/.jupyter_cache
+export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv book test lint pytest site-test clean notebooks
+PROBLEM_SETS := $(notdir $(patsubst %/,%,$(dir $(wildcard solutions/*/*.ipynb))))
+
+.PHONY: venv book test lint pytest site-test clean assignments grade
 
 venv: $(STAMP)
 
@@ -35,7 +40,8 @@ book: $(STAMP)
 	  done | sed 's/\.err\.log  (/.md  (/'; exit 1; }
 
 lint: $(STAMP)
-	$(BIN)/ruff check lib tests benchmarks book/_ext
+	$(BIN)/ruff check lib tests benchmarks book/_ext nbgrader_config.py
+	$(BIN)/ruff format --check lib tests benchmarks book/_ext
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -m "not browser"
@@ -44,6 +50,19 @@ site-test: $(STAMP)
 	$(BIN)/python -m pytest -m browser
 
 test: lint pytest book site-test
+
+# References come from running each solution notebook through the same capture as grading; the
+# release is nbgrader's. Both are deterministic: regenerating an unchanged source changes nothing.
+assignments: $(STAMP)
+	@for ps in $(PROBLEM_SETS); do \
+	  echo "== $$ps: references, then the student release"; \
+	  $(BIN)/python -m seqmodels.grading.references solutions/$$ps/$$ps.ipynb || exit 1; \
+	  $(BIN)/nbgrader generate_assignment $$ps --force --log-level=WARN || exit 1; \
+	done
+
+grade: $(STAMP)
+	@test -n "$(PS)" || { echo "usage: make grade PS=ps1 (one of: $(PROBLEM_SETS))"; exit 2; }
+	$(BIN)/python -m seqmodels.grading.run $(PS)
 
 clean:
 	rm -rf _build book/_generated

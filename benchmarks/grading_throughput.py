@@ -1,0 +1,98 @@
+"""Grading throughput: submissions per minute, serial vs parallel, and against plain nbgrader.
+
+    .venv/bin/python benchmarks/grading_throughput.py --students 8
+
+Builds a temporary copy of the course with `--students` copies of the PS1 solution as submissions,
+then times (1) `python -m seqmodels.grading.run` with 1 job, (2) with all cores, and (3) plain
+`nbgrader autograde` (stock preprocessors, serial) on the same submissions. Prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from ps1_submissions import fill, solution_answers  # noqa: E402
+
+BIN = Path(sys.executable).parent
+STOCK_CONFIG = """c = get_config()
+c.CourseDirectory.root = {root!r}
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "assignments"
+c.CourseDirectory.submitted_directory = "grading/submitted"
+c.CourseDirectory.autograded_directory = "grading/autograded"
+c.CourseDirectory.feedback_directory = "grading/feedback"
+c.CourseDirectory.ignore = ["references"]
+c.CourseDirectory.db_url = "sqlite:///{root}/grading/gradebook.db"
+"""
+
+
+def make_course(students: int, stock: bool) -> Path:
+    root = Path(tempfile.mkdtemp(prefix="grading-bench-"))
+    shutil.copytree(ROOT / "solutions", root / "solutions")
+    if stock:
+        (root / "grading").mkdir()
+        (root / "nbgrader_config.py").write_text(STOCK_CONFIG.format(root=str(root)))
+    else:
+        shutil.copy(ROOT / "nbgrader_config.py", root)
+    subprocess.run(
+        [BIN / "nbgrader", "generate_assignment", "ps1", "--force", "--log-level=ERROR"],
+        cwd=root,
+        check=True,
+    )
+    source = nbformat.read(root / "solutions/ps1/ps1.ipynb", as_version=4)
+    release = nbformat.read(root / "assignments/ps1/ps1.ipynb", as_version=4)
+    submission = nbformat.writes(fill(release, solution_answers(source)))
+    for i in range(students):
+        folder = root / "grading" / "submitted" / f"student{i:03d}" / "ps1"
+        folder.mkdir(parents=True)
+        (folder / "ps1.ipynb").write_text(submission)
+    return root
+
+
+def timed(cmd: list, root: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=root, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=8)
+    args = parser.parse_args()
+    n, cores = args.students, os.cpu_count() or 1
+    rows = []
+    for label, jobs in [
+        ("make grade driver, 1 job", 1),
+        (f"make grade driver, {cores} jobs", cores),
+    ]:
+        root = make_course(n, stock=False)
+        seconds = timed(
+            [BIN / "python", "-m", "seqmodels.grading.run", "ps1", "--jobs", str(jobs)], root
+        )
+        rows.append((label, seconds))
+        shutil.rmtree(root)
+    root = make_course(n, stock=True)
+    rows.append(
+        ("plain nbgrader autograde (serial)", timed([BIN / "nbgrader", "autograde", "ps1"], root))
+    )
+    shutil.rmtree(root)
+    print(f"# {n} copies of the PS1 solution, {cores} cores")
+    print(f"{'':38} {'seconds':>8} {'submissions/min':>16}")
+    for label, seconds in rows:
+        print(f"{label:38} {seconds:8.1f} {60 * n / seconds:16.1f}")
+    print("(the driver's time includes generate_assignment, feedback and CSV export)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""Reference outputs: the solution notebook run through the same capture, stored beside it.
+
+``solutions/<ps>/references/<notebook>.safetensors`` holds one tensor per captured value, keyed
+``<task>::<case index>::<path>``; ``<notebook>.json`` is the manifest: torch version, device, the
+SHA-256 of the solution notebook's cell sources, and per task its test cell, points, graded
+functions and case names. Neither file is ever copied into the release (see nbgrader_config.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import torch
+from nbclient import NotebookClient
+from safetensors.torch import load_file, save_file
+
+from .capture import MIME
+from .compare import decode
+
+SEP = "::"
+
+
+def captures(cell: nbformat.NotebookNode) -> Iterator[dict]:
+    """The capture records a cell emitted, in order."""
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        if output.get("output_type") == "display_data" and isinstance(data.get(MIME), dict):
+            yield data[MIME]
+
+
+def source_hash(notebook: nbformat.NotebookNode) -> str:
+    """SHA-256 of the notebook's cell types and sources (outputs and metadata do not count)."""
+    h = hashlib.sha256()
+    for cell in notebook.cells:
+        h.update(cell.cell_type.encode() + b"\0" + cell.source.encode() + b"\0")
+    return h.hexdigest()
+
+
+def build(
+    solution: Path, device: str = "cpu", timeout: int = 120
+) -> tuple[dict[str, torch.Tensor], dict]:
+    """Execute the solution notebook on `device` and collect every task's captured cases.
+
+    Stored references come from the CPU; other devices are for checking them (see tests).
+    """
+    notebook = nbformat.read(solution, as_version=4)
+    executed = nbformat.from_dict(json.loads(json.dumps(notebook)))  # a copy to execute
+    client = NotebookClient(
+        executed,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(solution.parent)}},
+    )
+    client.execute(env={**os.environ, "SEQMODELS_DEVICE": device})
+    tensors: dict[str, torch.Tensor] = {}
+    tasks: dict[str, dict] = {}
+    for cell in executed.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        for record in captures(cell):
+            task = record["task"]
+            entry = tasks.setdefault(
+                task,
+                {
+                    "cell": meta.get("grade_id"),
+                    "points": meta.get("points"),
+                    "cases": [],
+                    "functions": sorted(record.get("origins", {})),
+                },
+            )
+            if record["kind"] != "case":
+                continue
+            if "error" in record:
+                raise RuntimeError(
+                    f"the solution failed case {record['case']!r} of {task}: {record['error']}"
+                )
+            if record["case"] in entry["cases"]:
+                raise RuntimeError(f"case name {record['case']!r} is used twice in task {task}")
+            index = len(entry["cases"])
+            entry["cases"].append(record["case"])
+            for path, value in decode(record["data"]).items():
+                tensors[f"{task}{SEP}{index}{SEP}{path}"] = value
+    if not tasks:
+        raise RuntimeError(f"{solution} captured no cases: do its test cells use Checker?")
+    manifest = {
+        "notebook": solution.stem,
+        "solution_sha256": source_hash(notebook),
+        "torch": torch.__version__.split("+")[0],
+        "device": device,
+        "tasks": tasks,
+    }
+    return tensors, manifest
+
+
+def write(solution: Path) -> Path:
+    """Build the references of `solution` and store them in ``references/`` beside it."""
+    tensors, manifest = build(solution)
+    out = solution.parent / "references"
+    out.mkdir(exist_ok=True)
+    save_file(dict(sorted(tensors.items())), out / f"{solution.stem}.safetensors")
+    (out / f"{solution.stem}.json").write_text(
+        json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    )
+    return out
+
+
+def load(
+    directory: Path, notebook: str
+) -> tuple[dict[str, dict[str, dict[str, torch.Tensor]]], dict]:
+    """``({task: {case: {path: tensor}}}, manifest)`` stored for `notebook` in `directory`."""
+    manifest = json.loads((directory / f"{notebook}.json").read_text())
+    flat = load_file(directory / f"{notebook}.safetensors")
+    nested: dict[str, dict[str, dict[str, torch.Tensor]]] = {}
+    for key, value in flat.items():
+        task, index, path = key.split(SEP, 2)
+        case = manifest["tasks"][task]["cases"][int(index)]
+        nested.setdefault(task, {}).setdefault(case, {})[path] = value
+    return nested, manifest
+
+
+def main() -> None:
+    """``python -m seqmodels.grading.references solutions/ps1/ps1.ipynb ...``"""
+    import sys
+
+    for path in sys.argv[1:]:
+        print(f"references for {path} → {write(Path(path))}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""nbgrader configuration of the course. The course directory is the repository root.
+
+- sources (solutions, hidden tests, references) in solutions/, the student release in assignments/;
+- submissions, autograded notebooks, feedback and the gradebook under grading/ (git-ignored);
+- the gradebook is SQLite by default; set SEQMODELS_GRADEBOOK_URL to any SQLAlchemy URL
+  (e.g. postgresql://user@host/course) to use another database;
+- autograding runs our preprocessors (seqmodels.grading.preprocessors) inside nbgrader's own
+  pipeline, so `nbgrader autograde`, `generate_feedback` and `export` work as usual.
+"""
+
+import os
+from pathlib import Path
+
+from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    ClearOutput,
+    DeduplicateIds,
+    IgnorePattern,
+    LimitOutput,
+    OverwriteCells,
+    OverwriteKernelspec,
+    SaveAutoGrades,
+)
+
+from seqmodels.grading.preprocessors import GuardedExecute, JudgeCaptures, SanitizeSubmission
+
+ROOT = Path(__file__).resolve().parent
+GRADING = ROOT / "grading"
+
+c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
+
+c.CourseDirectory.root = str(ROOT)
+c.CourseDirectory.course_id = "sequence-models-nlp"
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "assignments"
+c.CourseDirectory.submitted_directory = "grading/submitted"
+c.CourseDirectory.autograded_directory = "grading/autograded"
+c.CourseDirectory.feedback_directory = "grading/feedback"
+# references/ (reference outputs) and the README stay in solutions/, never in the release
+c.CourseDirectory.ignore = [
+    ".ipynb_checkpoints",
+    "*.pyc",
+    "__pycache__",
+    "feedback",
+    "references",
+    "README.md",
+]
+GRADING.mkdir(exist_ok=True)
+c.CourseDirectory.db_url = os.environ.get(
+    "SEQMODELS_GRADEBOOK_URL", f"sqlite:///{GRADING / 'gradebook.db'}?timeout=60"
+)
+
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+c.OverwriteCells.add_missing_cells = True
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    SanitizeSubmission,
+    DeduplicateIds,
+    OverwriteKernelspec,
+    OverwriteCells,
+    CheckCellMetadata,
+]
+c.Autograde.autograde_preprocessors = [
+    GuardedExecute,
+    JudgeCaptures,
+    IgnorePattern,
+    ClearMetadataPreprocessor,
+    LimitOutput,
+    SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
+]
+c.GuardedExecute.timeout = int(os.environ.get("SEQMODELS_CELL_TIMEOUT", 30))
+c.GuardedExecute.notebook_budget = int(os.environ.get("SEQMODELS_NOTEBOOK_BUDGET", 180))
+c.GuardedExecute.memory_limit_mb = int(os.environ.get("SEQMODELS_MEMORY_LIMIT_MB", 4096))
+c.JudgeCaptures.references_root = str(ROOT / "solutions")
