@@ -3,7 +3,7 @@
 ``solutions/<ps>/references/<notebook>.safetensors`` holds one tensor per captured value, keyed
 ``<task>::<case index>::<path>``; ``<notebook>.json`` is the manifest: torch version, device, the
 SHA-256 of the solution notebook's cell sources, and per task its test cell, points, graded
-functions and case names. Neither file is ever copied into the release (see nbgrader_config.py).
+functions, case names and each case's dtypes. Neither file is ever copied into the release (see nbgrader_config.py).
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ def build(
                     "cell": meta.get("grade_id"),
                     "points": meta.get("points"),
                     "cases": [],
+                    "dtypes": [],
                     "functions": sorted(record.get("origins", {})),
                 },
             )
@@ -82,7 +83,11 @@ def build(
                 raise RuntimeError(f"case name {record['case']!r} is used twice in task {task}")
             index = len(entry["cases"])
             entry["cases"].append(record["case"])
-            for path, value in decode(record["data"]).items():
+            values = decode(record["data"])
+            entry["dtypes"].append(
+                {path: str(v.dtype).removeprefix("torch.") for path, v in values.items()}
+            )
+            for path, value in values.items():
                 tensors[f"{task}{SEP}{index}{SEP}{path}"] = value
     if not tasks:
         raise RuntimeError(f"{solution} captured no cases: do its test cells use Checker?")
