@@ -12,7 +12,6 @@ import copy
 
 import nbformat
 
-MIME = "application/vnd.seqmodels.capture+json"
 _MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 
@@ -46,17 +45,6 @@ def fill(release: nbformat.NotebookNode, answers: dict[str, str]) -> nbformat.No
     if missing:
         raise KeyError(f"no answer cell with grade_id {sorted(missing)}")
     return notebook
-
-
-def captures(executed: nbformat.NotebookNode) -> dict[tuple[str, str], dict[str, object]]:
-    """(task, case) → capture record of an executed notebook (records with ``"error"`` failed)."""
-    out = {}
-    for cell in executed.cells:
-        for output in cell.get("outputs", []):
-            record = output.get("data", {}).get(MIME)
-            if record and record.get("kind") == "case":
-                out[(str(record["task"]), str(record["case"]))] = dict(record)
-    return out
 
 
 _COUNTS_NO_EOS = '''

@@ -21,6 +21,7 @@ import torch
 from ps1_hostile import HOSTILE, build_all
 from ps1_submissions import WRONG, fill, solution_answers
 from seqmodels.grading import references
+from seqmodels.grading.capture import _encode
 from seqmodels.grading.compare import judge
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,9 +175,3 @@ def test_the_solution_matches_the_cpu_references_on_every_device(device):
             record = {"data": _encode(actual)}
             verdict = judge(case, record, refs[task][case])
             assert verdict.passed, (device, task, verdict.message)
-
-
-def _encode(tensors):
-    from seqmodels.grading.capture import _encode as encode
-
-    return encode(tensors)
