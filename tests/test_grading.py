@@ -71,7 +71,11 @@ def graded(course: Path):
         folder = course / "grading" / "submitted" / student / PS
         folder.mkdir(parents=True)
         (folder / f"{PS}.ipynb").write_bytes(data)
-    env = {"SEQMODELS_CELL_TIMEOUT": "10", "SEQMODELS_NOTEBOOK_BUDGET": "120"}
+    env = {
+        "SEQMODELS_CELL_TIMEOUT": "10",
+        "SEQMODELS_NOTEBOOK_BUDGET": "120",
+        "SEQMODELS_MEMORY_LIMIT_MB": "3072",
+    }
     result = run(
         course, str(BIN / "python"), "-m", "seqmodels.grading.run", PS, "--jobs", "2", env=env
     )
