@@ -7,8 +7,10 @@
 2. Checks each submitted notebook can be read. One that cannot (not JSON, not a notebook) is kept
    as ``<name>.ipynb.unreadable`` and replaced by the blank release with a note saying why, so the
    student still gets a grade (0) and feedback.
-3. Runs ``nbgrader autograde <ps> --student <id>`` for each student, `--jobs` at a time, with a
-   progress bar. A student graded before (marker file) is skipped: an interrupted run resumes.
+3. Autogrades each student through nbgrader's own API (the same converter as ``nbgrader
+   autograde``, with the course's preprocessors), in `--jobs` worker processes that each load
+   nbgrader once, with a progress bar. A student graded before (marker file) is skipped: an
+   interrupted run resumes where it stopped.
 4. ``nbgrader generate_feedback`` and ``nbgrader export`` (grades CSV), then prints the scores.
 """
 
@@ -19,7 +21,7 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import nbformat
@@ -78,20 +80,37 @@ def repair_unreadable(submission: Path, release: Path) -> list[str]:
     return notes
 
 
-def grade_one(assignment: str, student: str, force: bool) -> tuple[str, str]:
-    """Autograde one student; returns (student, "graded" | "skipped" | "failed: ...")."""
-    out = ROOT / "grading" / "autograded" / student / assignment
-    marker = out / DONE
-    if marker.exists() and not force:
-        return student, "skipped"
-    args = ["autograde", assignment, "--student", student]
-    if force or out.exists():  # a previous run stopped half-way: start this student again
-        args.append("--force")
-    try:
-        nbgrader(*args)
-    except RuntimeError as error:
-        return student, f"failed: {error}"
-    marker.write_text(time.strftime("%Y-%m-%dT%H:%M:%S\n"))
+_API = None  # one nbgrader API per worker process, so imports and set-up are paid once per worker
+
+
+def _start_worker(root: str) -> None:
+    """Process-pool initializer: load the course's nbgrader_config.py and build nbgrader's API."""
+    global _API
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.apps.baseapp import NbGrader
+
+    os.chdir(root)
+    # nbgrader's log and the kernels' own stderr go to grading/autograde.log, not the progress bar
+    log = os.open(Path(root) / "grading" / "autograde.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(log, 2)
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    app = NbGrader()
+    app.load_config_file()
+    _API = NbGraderAPI(config=app.config)
+
+
+def marker(assignment: str, student: str) -> Path:
+    """The file that says this student's autograding finished."""
+    return ROOT / "grading" / "autograded" / student / assignment / DONE
+
+
+def grade_one(assignment: str, student: str) -> tuple[str, str]:
+    """Autograde one student in a worker; returns (student, "graded" | "failed: ...")."""
+    # force: a student whose earlier run stopped half-way is started again from scratch
+    result = _API.autograde(assignment, student, force=True, create=True)
+    if not result["success"]:
+        return student, f"failed: {(result.get('error') or result.get('log') or '')[-3000:]}"
+    marker(assignment, student).write_text(time.strftime("%Y-%m-%dT%H:%M:%S\n"))
     return student, "graded"
 
 
@@ -111,15 +130,20 @@ def main() -> int:
     for student in students:
         for note in repair_unreadable(submitted / student / args.assignment, release):
             print(f"{student}: {note}")
-    results: dict[str, str] = {}
+    results = {
+        s: "skipped" for s in students if marker(args.assignment, s).exists() and not args.force
+    }
+    todo = [s for s in students if s not in results]
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(grade_one, args.assignment, s, args.force) for s in students]
-        for future in tqdm(
-            as_completed(futures), total=len(futures), desc="autograde", unit="student"
-        ):
-            student, status = future.result()
-            results[student] = status
+    jobs = max(1, min(args.jobs, len(todo)))
+    if todo:
+        with ProcessPoolExecutor(jobs, initializer=_start_worker, initargs=(str(ROOT),)) as pool:
+            futures = [pool.submit(grade_one, args.assignment, s) for s in todo]
+            for future in tqdm(
+                as_completed(futures), total=len(futures), desc="autograde", unit="student"
+            ):
+                student, status = future.result()
+                results[student] = status
     seconds = time.perf_counter() - start
     nbgrader("generate_feedback", args.assignment, "--force")
     csv = ROOT / "grading" / "grades.csv"
@@ -128,7 +152,8 @@ def main() -> int:
     print(
         f"{graded} graded, {sum(s == 'skipped' for s in results.values())} already graded, "
         f"{sum(s.startswith('failed') for s in results.values())} failed, in {seconds:.1f} s "
-        f"with {args.jobs} jobs; grades in {csv.relative_to(ROOT)}, feedback in grading/feedback/"
+        f"with {jobs} jobs; grades in {csv.relative_to(ROOT)}, feedback in grading/feedback/, "
+        "log in grading/autograde.log"
     )
     for student, status in sorted(results.items()):
         if status.startswith("failed"):
