@@ -8,7 +8,6 @@ returns the file's bytes (a notebook, or not), so tests can also submit files th
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable
 
 import nbformat
@@ -16,7 +15,6 @@ import nbformat
 from ps1_submissions import fill
 
 Builder = Callable[[nbformat.NotebookNode, dict[str, str]], bytes]
-TASKS = ["bigram_counts", "add_k_probs", "perplexity", "sample_sentence", "ffn_logits"]
 
 
 def _dump(nb: nbformat.NotebookNode) -> bytes:
@@ -191,10 +189,3 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
 def build_all(release: nbformat.NotebookNode, answers: dict[str, str]) -> dict[str, bytes]:
     """Every hostile submission's file bytes, by student id."""
     return {student: builder(release, answers) for student, (builder, _, _) in HOSTILE.items()}
-
-
-def expected_scores() -> dict[str, float]:
-    return {student: score for student, (_, score, _) in HOSTILE.items()}
-
-
-__all__ = ["HOSTILE", "TASKS", "build_all", "expected_scores", "json"]
