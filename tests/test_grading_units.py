@@ -89,3 +89,15 @@ def test_uses_of_the_course_library_are_found(source):
 
 def test_allowed_modules_are_not_flagged():
     assert _forbidden_uses("from seqmodels.vocab import Vocabulary\nimport torch", FORBIDDEN) == []
+
+
+def test_the_students_public_check_uses_the_graders_own_tolerance():
+    from seqmodels.grading.capture import _close
+
+    expected = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    assert _close(flatten(expected + 5e-7), expected)
+    assert not _close(flatten(expected + 5e-5), expected)  # float64: 1e-6 + 1e-6·|e|
+    exact_ints = torch.tensor([1, 2])  # integers where floats are expected: the grader accepts them
+    assert _close(flatten(exact_ints), expected) == (
+        compare_tensor("", exact_ints, expected) is None
+    )

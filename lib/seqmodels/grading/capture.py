@@ -21,6 +21,8 @@ import torch
 from IPython.display import display
 from safetensors.torch import save
 
+from .compare import compare_tensor
+
 MIME = "application/vnd.seqmodels.capture+json"
 PUBLIC_PASSED = "public checks passed — hidden checks run at grading"
 
@@ -64,22 +66,14 @@ def _encode(tensors: dict[str, torch.Tensor]) -> str:
 
 
 def _close(actual: dict[str, torch.Tensor], expected: object) -> bool:
+    """Whether a public case matches its expected value under the grader's own policy."""
     try:
         want = flatten(expected)
     except TypeError:
         return False
-    if actual.keys() != want.keys():
-        return False
-    for key, a in actual.items():
-        b = want[key]
-        if a.shape != b.shape:
-            return False
-        if a.is_floating_point() or b.is_floating_point():
-            if not torch.allclose(a.double(), b.double(), rtol=1e-5, atol=1e-7, equal_nan=True):
-                return False
-        elif not torch.equal(a.long(), b.long()):
-            return False
-    return True
+    return actual.keys() == want.keys() and all(
+        compare_tensor(key, actual[key], want[key]) is None for key in want
+    )
 
 
 class Checker:
