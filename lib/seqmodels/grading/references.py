@@ -8,6 +8,7 @@ functions, case names and each case's dtypes. Neither file is ever copied into t
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -49,7 +50,7 @@ def build(
     Stored references come from the CPU; other devices are for checking them (see tests).
     """
     notebook = nbformat.read(solution, as_version=4)
-    executed = nbformat.from_dict(json.loads(json.dumps(notebook)))  # a copy to execute
+    executed = copy.deepcopy(notebook)
     client = NotebookClient(
         executed,
         timeout=timeout,
