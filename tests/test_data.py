@@ -3,7 +3,15 @@
 import pytest
 import torch
 
-from seqmodels.data import SPLITS, context_windows, kjv_sentences, load_kjv, tokenize
+from seqmodels.data import (
+    SPLITS,
+    _kjv_verses,
+    books_by_split,
+    context_windows,
+    kjv_sentences,
+    load_kjv,
+    tokenize,
+)
 from seqmodels.vocab import Vocabulary
 
 
@@ -30,6 +38,46 @@ def test_tokenize_splits_words_from_punctuation_and_drops_italics_brackets():
         ".",
     ]
     assert tokenize("his brother\u2019s name") == ["his", "brother's", "name"]
+
+
+def test_every_letter_is_a_letter_whatever_its_script():
+    assert tokenize("Cæsar’s household, Æneas; naïve-like") == [
+        "cæsar's",
+        "household",
+        ",",
+        "æneas",
+        ";",
+        "naïve-like",
+    ]
+    assert tokenize("under_score 42") == ["under", "score"]  # digits and "_" are not letters
+
+
+def test_no_letter_of_the_corpus_is_lost_or_splits_a_word():
+    letters = {ch for _, text in _kjv_verses() for ch in text.lower() if ch.isalpha()}
+    assert {"æ"} <= letters  # the corpus does have non-ASCII letters (Cæsar, Ægypt)
+    for letter in letters:
+        assert tokenize(f"x{letter}y") == [f"x{letter}y"], letter
+    words = {t for s in kjv_sentences("train") for t in s}
+    assert "cæsar" in words and "c" not in words and "sar" not in words
+
+
+def test_split_membership_of_books_is_what_the_docstring_says():
+    import re
+
+    import seqmodels.data as data
+
+    books = books_by_split()
+    every_book = set().union(*books.values())
+    in_all = set.intersection(*books.values())
+    said = re.search(r"(\d+) of the (\d+) books.*?and (\d+) miss", data.__doc__, re.S)
+    assert said, "the module docstring states how many books reach every split"
+    assert tuple(map(int, said.groups())) == (
+        len(in_all),
+        len(every_book),
+        len(every_book - in_all),
+    )
+    assert len(every_book) == 66 and 0 < len(every_book - in_all) < 66
+    assert books["validation"] - books["train"] == {31}  # Obadiah, one chapter, all validation
 
 
 def test_splits_are_fixed_disjoint_and_cover_the_bible(corpus):
