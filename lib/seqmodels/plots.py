@@ -1,51 +1,154 @@
-"""Figures shared by the chapters, each a function that returns a matplotlib Figure."""
+"""The book's figures and their one style: each a function that returns a matplotlib Figure or Axes.
+
+Every chapter calls `use_book_style` once. It fixes the fonts (large enough to read when a figure
+is shrunk to a phone's width, see `smallest_text_px`), the figure width, and SVG output for the
+notebook (crisp at any pixel density), and `MODEL_COLORS` gives each kind of model the colour it
+keeps from chapter to chapter.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import torch
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch
+from matplotlib.text import Text
+
+#: One colour per kind of model, the same in every chapter (Okabe–Ito and Tol's colour-blind-safe
+#: palettes). n-gram orders run from light to dark blue; "kneser-ney" is the best n-gram model.
+MODEL_COLORS: dict[str, str] = {
+    "unigram": "#9ecae1",
+    "bigram": "#6baed6",
+    "trigram": "#2171b5",
+    "4-gram": "#08306b",
+    "kneser-ney": "#08306b",
+    "add-k": "#7f7f7f",
+    "feedforward": "#d55e00",
+    "mixture": "#cc79a7",
+    "rnn": "#009e73",
+    "gru": "#e69f00",
+    "lstm": "#882255",
+    "transformer": "#000000",
+    "truth": "#555555",
+}
+#: Colours for series that are not model kinds (e.g. one curve per distance d).
+SERIES_COLORS: tuple[str, ...] = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#d55e00", "#56b4e9")
+#: Highlight colours of diagrams: the predicted position, and the positions it conditions on.
+TARGET_COLOR, SOURCE_COLOR, OTHER_COLOR = "#e69f00", "#56b4e9", "#eeeeee"
+
+FIGURE_WIDTH = 5.5  # inches: 528 CSS px at 100 %, the width of the book's text column or less
+PHONE_WIDTH_PX = 360  # the text column of a 400-px-wide phone screen, which shrinks figures to it
+MIN_TEXT_PX = 9.0  # no text in a figure is smaller than this on that phone (CSS px)
+
+#: The book's matplotlib settings (`use_book_style` applies them).
+BOOK_STYLE: dict[str, object] = {
+    "figure.figsize": (FIGURE_WIDTH, 3.4),
+    "figure.dpi": 100,
+    "savefig.dpi": 200,  # a PNG, if one is ever made, has 2x pixels
+    "font.size": 11,
+    "axes.titlesize": 11,
+    "axes.labelsize": 11,
+    "xtick.labelsize": 10,
+    "ytick.labelsize": 10,
+    "legend.fontsize": 10,
+    "legend.title_fontsize": 10,
+    "legend.framealpha": 0.9,
+    "figure.titlesize": 11,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.prop_cycle": mpl.cycler(color=list(SERIES_COLORS)),
+    "lines.linewidth": 1.8,
+    "svg.fonttype": "path",  # text drawn as outlines: the same on every machine
+    "svg.hashsalt": "seqmodels",  # stable ids, so an unchanged figure gives an unchanged file
+}
+
+
+def use_book_style(svg: bool = True) -> None:
+    """Apply `BOOK_STYLE`; in a notebook, also show figures as SVG (vector, sharp on any screen)."""
+    plt.rcParams.update(BOOK_STYLE)
+    if not svg:
+        return
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is a dependency
+        return
+    if get_ipython() is None:
+        return
+    from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+    set_matplotlib_formats("svg", bbox_inches="tight", metadata={"Date": None})
+
+
+def model_color(kind: str) -> str:
+    """The colour of a model kind (``"bigram"``, ``"lstm"``, …) or of an n-gram order (``"3-gram"``)."""
+    key = kind.lower()
+    key = {"1-gram": "unigram", "2-gram": "bigram", "3-gram": "trigram"}.get(key, key)
+    if key not in MODEL_COLORS:
+        raise KeyError(f"no colour for model kind {kind!r}; expected one of {sorted(MODEL_COLORS)}")
+    return MODEL_COLORS[key]
+
+
+def smallest_text_px(fig: Figure, shown_width_px: float = PHONE_WIDTH_PX) -> float:
+    """The height in CSS px of the figure's smallest visible text when shown `shown_width_px` wide.
+
+    The browser scales the whole figure to fit: text of ``s`` points in a figure ``w`` inches wide is
+    ``s / 72 * shown_width_px / w`` px high (a figure narrower than that is not enlarged).
+    """
+    width_in = fig.get_size_inches()[0]
+    scale = min(shown_width_px / width_in, 96.0)  # 96 CSS px per inch at 100 %
+    sizes = [
+        t.get_fontsize()
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and t.figure is fig
+    ]
+    if not sizes:
+        raise ValueError("the figure has no visible text to measure")
+    return min(sizes) / 72 * scale
+
 
 # (title, which positions condition the prediction of the target, subtitle)
 _TAXONOMY = [
-    ("Autoregressive (left to right)", [0, 1, 2], r"$p(x_4 \mid x_1, x_2, x_3)$: RNNs, GPT"),
-    ("Markov / n-gram (n = 3)", [1, 2], r"$p(x_4 \mid x_2, x_3)$: n-grams, Bengio 2003"),
-    ("Independent (unigram)", [], r"$p(x_4)$: bag of words"),
-    ("Bidirectional / masked", [0, 1, 2, 4], r"$p(x_4 \mid x_{\neq 4})$: BERT"),
+    ("Left to right (autoregressive)", [0, 1, 2], r"$p(w_4 \mid w_1, w_2, w_3)$: RNNs, GPT"),
+    ("Markov / n-gram, n = 3", [1, 2], r"$p(w_4 \mid w_2, w_3)$: n-grams, Bengio et al."),
+    ("Independent (unigram)", [], r"$p(w_4)$: bag of words"),
+    ("Masked (both sides)", [0, 1, 2, 4], r"$p(w_4 \mid w_{\neq 4})$: BERT"),
 ]
 
 
 def taxonomy_figure(n_tokens: int = 5, target: int = 3) -> Figure:
     """Four families of sequence model, drawn by the tokens that one prediction may see."""
-    fig, axes = plt.subplots(len(_TAXONOMY), 1, figsize=(6.4, 6.2))
-    for ax, (title, sources, formula) in zip(axes, _TAXONOMY, strict=True):
-        ax.set_xlim(-0.6, n_tokens - 0.4)
-        ax.set_ylim(-0.55, 0.95)
+    fig, axes = plt.subplots(2, 2, figsize=(FIGURE_WIDTH, 3.6))
+    for ax, (title, sources, formula) in zip(axes.flat, _TAXONOMY, strict=True):
+        ax.set_xlim(-0.55, n_tokens - 0.45)
+        ax.set_ylim(-0.5, 1.0)
         ax.set_aspect("equal")
         ax.axis("off")
-        ax.set_title(f"{title}    {formula}", fontsize=9.5, loc="left")
+        ax.set_title(f"{title}\n{formula}", fontsize=10, loc="left")
         for i in range(n_tokens):
             is_target, is_source = i == target, i in sources
-            face = "#f4a261" if is_target else ("#8ecae6" if is_source else "#eeeeee")
-            ax.add_patch(Circle((i, 0), 0.3, facecolor=face, edgecolor="#333333", lw=1))
-            label = "?" if is_target else f"$x_{i + 1}$"
+            face = TARGET_COLOR if is_target else (SOURCE_COLOR if is_source else OTHER_COLOR)
+            ax.add_patch(Circle((i, 0), 0.4, facecolor=face, edgecolor="#333333", lw=1))
+            label = "?" if is_target else f"$w_{i + 1}$"
             ax.text(i, 0, label, ha="center", va="center", fontsize=10)
         for s in sources:
             ax.add_patch(
                 FancyArrowPatch(
-                    (s, 0.3),
-                    (target, 0.3),
-                    connectionstyle=f"arc3,rad={-0.35 if s < target else 0.35}",
+                    (s, 0.4),
+                    (target, 0.4),
+                    connectionstyle=f"arc3,rad={-0.4 if s < target else 0.4}",
                     arrowstyle="-|>",
                     mutation_scale=10,
                     color="#1d3557",
                     lw=1.1,
                 )
             )
-    fig.tight_layout()
+    fig.tight_layout(h_pad=1.2, w_pad=0.8)
     return fig
 
 
@@ -54,25 +157,24 @@ def perplexity_vs_order(
     orders: Sequence[int],
     bounds: Mapping[str, float] | None = None,
     floors: Mapping[str, Sequence[float]] | None = None,
-    ax: plt.Axes | None = None,
+    ax: Axes | None = None,
     ylabel: str = "held-out perplexity",
-) -> plt.Axes:
+) -> Axes:
     """Perplexity against n-gram order: one solid line per curve, its bound dashed, its floor dotted.
 
     `bounds` maps a curve's label to a horizontal line (the best any model can do); `floors` maps it
     to one value per order (the best a model of that order can do).
     """
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 3.8))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for color, (label, values) in zip(colors, curves.items(), strict=False):
+        _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.6))
+    for color, (label, values) in zip(SERIES_COLORS, curves.items(), strict=False):
         if len(values) != len(orders):
             raise ValueError(f"curve {label!r} has {len(values)} points for {len(orders)} orders")
         ax.plot(orders, values, "o-", color=color, label=label)
         if bounds and label in bounds:
-            ax.axhline(bounds[label], color=color, ls="--", lw=1)
+            ax.axhline(bounds[label], color=color, ls="--", lw=1.2)
         if floors and label in floors:
-            ax.plot(orders, floors[label], ":", color=color, lw=1.5)
+            ax.plot(orders, floors[label], ":", color=color, lw=2)
     styles = [("-", "model (held-out)")]
     styles += [("--", "bound, any model")] if bounds else []
     styles += [(":", "best model of order n")] if floors else []
@@ -82,33 +184,91 @@ def perplexity_vs_order(
     ax.set_xlabel("n-gram order n")
     ax.set_ylabel(ylabel)
     ax.set_xticks(list(orders))
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+    ax.legend(ncols=2)
     return ax
+
+
+#: How `token_label` shows tokens that are hard to read on their own.
+TOKEN_NAMES = {
+    ",": "“,” comma",
+    ".": "“.” full stop",
+    ";": "“;” semicolon",
+    ":": "“:” colon",
+    "!": "“!”",
+    "?": "“?”",
+    "</s>": "</s> (end)",
+}
+
+
+def token_label(token: str) -> str:
+    """A token as a legible axis label: punctuation is named (``","`` → ``"“,” comma"``)."""
+    return TOKEN_NAMES.get(token, token)
 
 
 def next_token_bars(
     distributions: Mapping[str, torch.Tensor],
     labels: Sequence[str],
-    top: int = 8,
+    top: int = 6,
     title: str = "",
 ) -> Figure:
-    """Small multiples: the `top` most probable next tokens under each named distribution."""
+    """Small multiples: the `top` most probable next tokens under each named distribution.
+
+    Each panel is coloured by its model kind (`model_color` of its name, e.g. ``"bigram"``).
+    """
     if not distributions:
         raise ValueError("expected at least one distribution to plot")
     n = len(distributions)
-    fig, axes = plt.subplots(1, n, figsize=(2.6 * n, 2.8), squeeze=False)
-    for ax, (name, probs) in zip(axes[0], distributions.items(), strict=True):
+    fig, axes = plt.subplots(
+        n, 1, figsize=(FIGURE_WIDTH, 0.35 + 1.45 * n * top / 6), squeeze=False, sharex=True
+    )
+    for ax, (name, probs) in zip(axes[:, 0], distributions.items(), strict=True):
         if probs.ndim != 1 or len(probs) != len(labels):
             shape = tuple(probs.shape)
             raise ValueError(f"expected {name!r} of shape ({len(labels)},), got {shape}")
         values, ids = probs.double().topk(min(top, len(labels)))
-        ax.barh(range(len(ids))[::-1], values.tolist(), color="#457b9d")
-        ax.set_yticks(range(len(ids))[::-1], [labels[i] for i in ids.tolist()], fontsize=8)
-        ax.set_title(name, fontsize=9)
-        ax.set_xlabel("probability", fontsize=8)
-        ax.tick_params(axis="x", labelsize=7)
+        try:
+            color = model_color(name)
+        except KeyError:
+            color = SERIES_COLORS[0]
+        ax.barh(range(len(ids))[::-1], values.tolist(), color=color, edgecolor="#333333", lw=0.5)
+        ax.set_yticks(range(len(ids))[::-1], [token_label(labels[i]) for i in ids.tolist()])
+        ax.set_ylabel(name, rotation=0, ha="right", va="center", fontweight="bold")
+        ax.grid(axis="y", visible=False)
+    axes[-1, 0].set_xlabel("probability of the next token")
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title)
+    fig.tight_layout(h_pad=0.6)
+    return fig
+
+
+def training_curve(
+    step_loss: Sequence[float],
+    eval_steps: Sequence[int],
+    eval_loss: Sequence[float],
+    model: str = "feedforward",
+    references: Mapping[str, tuple[float, str]] | None = None,
+    eval_label: str = "held-out",
+    ylim: tuple[float, float] | None = None,
+) -> Figure:
+    """Loss of each training step (light), held-out loss at checkpoints (dots), reference lines.
+
+    `references` maps a label to ``(loss, model kind)``: a dashed line in that kind's colour. Losses
+    are cross-entropies in nats per token.
+    """
+    if len(eval_steps) != len(eval_loss):
+        raise ValueError(
+            f"expected one held-out loss per checkpoint, got {len(eval_loss)} for {len(eval_steps)}"
+        )
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.4))
+    color = model_color(model)
+    steps = range(1, len(step_loss) + 1)
+    ax.plot(steps, step_loss, color=color, alpha=0.35, lw=1, label="training mini-batch")
+    ax.plot(eval_steps, eval_loss, "o-", color=color, label=eval_label)
+    for label, (loss, kind) in (references or {}).items():
+        ax.axhline(loss, ls="--", color=model_color(kind), label=label)
+    ax.set(xlabel="training step", ylabel="cross-entropy (nats/token)")
+    if ylim:
+        ax.set_ylim(*ylim)
+    ax.legend()
     fig.tight_layout()
     return fig

@@ -1,0 +1,113 @@
+"""The book's figure style: legible on a phone, one colour per model kind, vector output."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.colors as mcolors  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from seqmodels import plots  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def book_style():
+    with plt.rc_context():
+        plots.use_book_style(svg=False)
+        yield
+    plt.close("all")
+
+
+def _book_figures():
+    """One of every figure the library draws, on small made-up data."""
+    ax = plots.perplexity_vs_order(
+        {"d = 1": [9.0, 5.0, 4.0], "d = 3": [9.0, 6.0, 5.5]},
+        [1, 2, 3],
+        bounds={"d = 1": 4.0, "d = 3": 5.0},
+        floors={"d = 1": [8.0, 5.0, 4.0], "d = 3": [8.0, 6.0, 5.0]},
+    )
+    probs = torch.tensor([0.0, 0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    labels = ["<s>", "</s>", ",", ".", "lord"]
+    return {
+        "taxonomy": plots.taxonomy_figure(),
+        "perplexity_vs_order": ax.figure,
+        "next_token_bars": plots.next_token_bars({"unigram": probs, "trigram": probs}, labels),
+        "training_curve": plots.training_curve(
+            [6.0, 5.5, 5.2, 5.0],
+            [2, 4],
+            [5.4, 5.1],
+            references={"Kneser–Ney 4-gram": (4.8, "kneser-ney")},
+        ),
+    }
+
+
+def test_every_figure_is_legible_on_a_phone_and_fits_the_column():
+    for fig_name, fig in _book_figures().items():
+        assert fig.get_size_inches()[0] <= plots.FIGURE_WIDTH + 1e-9, fig_name
+        px = plots.smallest_text_px(fig)
+        assert px >= plots.MIN_TEXT_PX, f"{fig_name}: smallest text {px:.1f} px on a phone"
+
+
+def test_smallest_text_is_measured_at_the_width_the_phone_shows():
+    fig = plt.figure(figsize=(4, 2))
+    fig.text(0.1, 0.5, "big", fontsize=12)
+    fig.text(0.1, 0.2, "small", fontsize=6)
+    fig.text(0.1, 0.8, "   ")  # blank text does not count
+    assert plots.smallest_text_px(fig, shown_width_px=360) == pytest.approx(6 / 72 * 90)
+    # a figure narrower than the screen is shown at its own size (96 px per inch), not enlarged
+    assert plots.smallest_text_px(fig, shown_width_px=2000) == pytest.approx(6 / 72 * 96)
+    # the old style (7-pt legends on a 6-inch figure) fails the book's minimum
+    old = plt.figure(figsize=(6, 3))
+    old.text(0.5, 0.5, "legend", fontsize=7)
+    assert plots.smallest_text_px(old) < plots.MIN_TEXT_PX
+
+
+def test_each_model_kind_has_its_own_colour_in_every_chapter():
+    kinds = ["unigram", "bigram", "trigram", "4-gram", "feedforward", "mixture"]
+    kinds += ["rnn", "gru", "lstm", "transformer"]
+    colours = [mcolors.to_hex(plots.MODEL_COLORS[k]) for k in kinds]
+    assert len(set(colours)) == len(kinds)
+    assert plots.model_color("kneser-ney") == plots.model_color("4-gram")
+    assert (
+        plots.model_color("3-gram") == plots.model_color("Trigram") == plots.MODEL_COLORS["trigram"]
+    )
+    with pytest.raises(KeyError, match="no colour for model kind 'hmm'"):
+        plots.model_color("hmm")
+
+
+def test_figures_use_the_colour_of_their_model_kind():
+    figs = _book_figures()
+    bars = figs["next_token_bars"]
+    for ax, kind in zip(bars.axes, ["unigram", "trigram"], strict=True):
+        faces = {mcolors.to_hex(p.get_facecolor()) for p in ax.patches}
+        assert faces == {plots.MODEL_COLORS[kind]}
+    curve = figs["training_curve"].axes[0]
+    line_colours = [mcolors.to_hex(line.get_color()) for line in curve.get_lines()]
+    assert line_colours[:2] == [plots.MODEL_COLORS["feedforward"]] * 2
+    assert line_colours[2] == plots.MODEL_COLORS["kneser-ney"]
+
+
+def test_punctuation_labels_can_be_told_apart():
+    labels = [plots.token_label(t) for t in [",", ".", ";", ":", "</s>", "lord"]]
+    assert len(set(labels)) == len(labels)
+    assert all(len(label) > 2 for label in labels[:5]) and labels[-1] == "lord"
+    fig = _book_figures()["next_token_bars"]
+    ticks = {t.get_text() for t in fig.axes[0].get_yticklabels()}
+    assert {"“,” comma", "“.” full stop", "lord"} <= ticks
+
+
+def test_notebooks_get_vector_figures():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        plots.use_book_style()
+        fig, ax = plt.subplots()
+        ax.plot([1, 2], [3, 4])
+        data, _ = shell.display_formatter.format(fig)
+        assert "image/svg+xml" in data and "image/png" not in data
+        assert plt.rcParams["font.size"] >= 10 and plt.rcParams["legend.fontsize"] >= 10
+    finally:
+        InteractiveShell.clear_instance()
