@@ -4,8 +4,9 @@
 
 Same model, data, optimiser and batch size as the chapter; only the number of steps differs. Held-out
 loss is measured on the whole validation split after every epoch; the test perplexity is that of the
-epoch with the best validation loss. Writes book/data/ffn_long_run.json, which the chapter quotes as
-"what a longer run reaches" (with the machine and date it was measured on).
+epoch with the best validation loss. Writes lib/seqmodels/results/ffn_long_run.json (package data,
+read by `seqmodels.results.load_result`), which the chapter quotes as "what a longer run reaches"
+(with the machine and date it was measured on).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from seqmodels.feedforward import FeedForwardLM
 from seqmodels.seeding import seed_everything
 from seqmodels.train import evaluate_nll, train_lm
 
-OUT = Path(__file__).resolve().parents[1] / "book" / "data" / "ffn_long_run.json"
+OUT = Path(__file__).resolve().parents[1] / "lib" / "seqmodels" / "results" / "ffn_long_run.json"
 
 
 def main() -> None:
@@ -77,6 +78,8 @@ def main() -> None:
         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
         "torch": torch.__version__,
         "date": date.today().isoformat(),
+        "vocabulary_size": len(corpus.vocab),
+        "script": "benchmarks/ffn_long_run.py",
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -16,3 +16,20 @@ def test_markdown_table_escapes_pipes_and_angle_brackets():
 def test_markdown_table_refuses_ragged_rows():
     with pytest.raises(ValueError, match="row 1 has 1 cells, expected 2"):
         markdown_table(["a", "b"], [[1, 2], [3]])
+
+
+def test_a_captioned_table_is_a_numbered_myst_table_with_its_label():
+    table = markdown_table(["n", "p"], [[1, 0.5]], caption="Held-out perplexity.", name="tbl-x")
+    assert table.data.splitlines() == [
+        ":::{table} Held-out perplexity.",
+        ":name: tbl-x",
+        "",
+        "| n | p |",
+        "|---|---|",
+        "| 1 | 0.5 |",
+        ":::",
+    ]
+    with pytest.raises(ValueError, match="needs a caption"):
+        markdown_table(["n"], [[1]], name="tbl-y")
+    with pytest.raises(ValueError, match="one-line caption"):
+        markdown_table(["n"], [[1]], caption="two\nlines")

@@ -12,8 +12,17 @@ def _cell(value: object) -> str:
     return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> Markdown:
-    """A Markdown table from a header and rows of cells; cells are shown as ``str(cell)``, escaped."""
+def markdown_table(
+    header: Sequence[str],
+    rows: Iterable[Sequence[object]],
+    caption: str | None = None,
+    name: str | None = None,
+) -> Markdown:
+    """A Markdown table from a header and rows of cells; cells are shown as ``str(cell)``, escaped.
+
+    With a `caption`, the table is wrapped in a MyST ``{table}`` directive, so the book numbers it
+    ("Table 1.2") and `name` is its label for ``{numref}``.
+    """
     rows = [list(row) for row in rows]
     for i, row in enumerate(rows):
         if len(row) != len(header):
@@ -22,4 +31,11 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> M
             )
     lines = ["| " + " | ".join(map(_cell, header)) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(map(_cell, row)) + " |" for row in rows]
-    return Markdown("\n".join(lines))
+    if caption is None:
+        if name is not None:
+            raise ValueError("a table needs a caption to carry a name (label)")
+        return Markdown("\n".join(lines))
+    if "\n" in caption:
+        raise ValueError("expected a one-line caption")
+    directive = [f":::{{table}} {caption}"] + ([f":name: {name}"] if name else []) + [""]
+    return Markdown("\n".join([*directive, *lines, ":::"]))

@@ -1,0 +1,27 @@
+"""Results of runs too long to repeat at every build, stored as JSON inside the package.
+
+Each file is written by a script in ``benchmarks/`` (named in the file's ``"script"`` entry) and read
+with `importlib.resources`, so a chapter finds it wherever its notebook is opened.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+
+def available() -> list[str]:
+    """The names of the stored results (file names without ``.json``)."""
+    files = resources.files(__name__).iterdir()
+    return sorted(f.name.removesuffix(".json") for f in files if f.name.endswith(".json"))
+
+
+def load_result(name: str) -> dict[str, Any]:
+    """The stored result `name` (e.g. ``"ffn_long_run"``) as a dict."""
+    path = resources.files(__name__) / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no stored result named {name!r}; expected one of {available()} in seqmodels.results"
+        )
+    return json.loads(path.read_text(encoding="utf-8"))

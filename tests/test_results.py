@@ -1,0 +1,30 @@
+"""Stored results of long runs: package data found wherever the code runs, and still current."""
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from seqmodels.data import load_kjv
+from seqmodels.results import available, load_result
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_stored_results_ship_with_the_package():
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = data["tool"]["setuptools"]["package-data"]["seqmodels"]
+    assert "results/*.json" in patterns
+    assert "ffn_long_run" in available()
+    with pytest.raises(FileNotFoundError, match="no stored result named 'nope'"):
+        load_result("nope")
+
+
+def test_ffn_long_run_is_for_the_current_corpus_and_names_its_script():
+    run = load_result("ffn_long_run")
+    assert run["vocabulary_size"] == len(load_kjv(min_count=2).vocab)
+    assert (ROOT / run["script"]).is_file()
+    assert len(run["validation_perplexity_per_epoch"]) == run["epochs"]
+    path = ROOT / "lib" / "seqmodels" / "results" / "ffn_long_run.json"
+    assert json.loads(path.read_text()) == run
