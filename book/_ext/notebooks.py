@@ -1,25 +1,58 @@
 """Sphinx extension for this book: serve MathJax from an installed package, and give every chapter a
-downloadable ``.ipynb`` generated from its one MyST Markdown source.
+downloadable ``.ipynb`` that runs and reads like the page, generated from its one MyST source.
 
 - MathJax comes from the ``django-static-mathjax`` wheel (pinned in requirements.txt), so the site
   typesets math with no network access, offline builds and air-gapped readers alike.
 - sphinx-thebe (which Jupyter Book always loads) registers its inline configuration script twice,
   so browsers report "Identifier 'THEBE_JS_URL' has already been declared"; identical scripts are
   emitted once.
-- Before Sphinx reads the sources, each chapter ``book/<name>.md`` is converted with jupytext to
-  ``book/_generated/<name>.ipynb`` (git-ignored). A chapter links it with the ``{download}`` role.
+- Each chapter ``book/<name>.md`` becomes ``book/_generated/<name>.ipynb`` (git-ignored), which the
+  chapter links with the ``{download}`` role. Before Sphinx reads the sources a plain jupytext copy is
+  written (so the link resolves); once every chapter is read and executed and numbered (``env-check-consistency``), its
+  Markdown cells are rewritten for JupyterLab by `myst_markdown.to_markdown` — glued numbers from the
+  executed chapter, author–year citations, equation/figure numbers, admonitions as block quotes —
+  and a first cell says what to install. Anything that cannot be resolved is a Sphinx warning (so
+  ``-W`` fails the build). The file is rewritten only when its content changes.
+- `problem_sets` (the "Problem sets" page and its guarded downloads) and `site_assets` (phone and
+  search fixes) are set up from here too.
 """
 
 from __future__ import annotations
 
+import codecs
+import json
+import re
 from importlib.resources import files
 from pathlib import Path
 
 import jupytext
+import nbformat
+from docutils import nodes
+from docutils.nodes import make_id
+from myst_markdown import Resolved, to_markdown
 from sphinx.application import Sphinx
+from sphinx.environment import BuildEnvironment
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
+
+TORCH = "torch==2.13.0"  # the tested CPU build (requirements.txt)
+
+
+def student_commands(app: Sphinx, then: str) -> str:
+    """The exact commands that take a student from nothing to `then` (shell lines, one per step)."""
+    repository = (app.config.html_theme_options or {}).get("repository_url", "").rstrip("/")
+    folder = repository.rsplit("/", 1)[-1] or "sequence-models-nlp"
+    return "\n".join(
+        [
+            f"git clone {repository}.git" if repository else "# get the course repository",
+            "python3.11 -m venv ~/seqmodels-env",
+            "source ~/seqmodels-env/bin/activate   # Windows: %USERPROFILE%\\seqmodels-env\\Scripts\\activate",
+            f"pip install {TORCH}",
+            f'pip install "./{folder}[student]"',
+            then,
+        ]
+    )
 
 
 def _use_local_mathjax(app: Sphinx, config) -> None:
@@ -30,18 +63,180 @@ def _use_local_mathjax(app: Sphinx, config) -> None:
     config.mathjax_path = "mathjax/es5/tex-mml-chtml.js"
 
 
-def _generate_notebooks(app: Sphinx) -> None:
-    book = Path(app.srcdir) / "book"
-    out = book / "_generated"
-    out.mkdir(exist_ok=True)
-    for source in sorted(book.glob("ch*.md")):
+def _chapters(app: Sphinx) -> list[Path]:
+    return sorted((Path(app.srcdir) / "book").glob("ch*.md"))
+
+
+def _write_if_changed(path: Path, text: str) -> bool:
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
+def _placeholder_notebooks(app: Sphinx) -> None:
+    """A jupytext copy of each chapter, so that ``{download}`` finds the file when the page is read."""
+    out = Path(app.srcdir) / "book" / "_generated"
+    for source in _chapters(app):
         target = out / f"{source.stem}.ipynb"
-        if target.exists() and target.stat().st_mtime >= source.stat().st_mtime:
+        if not target.exists():
+            notebook = jupytext.read(source)
+            notebook.metadata.pop("jupytext", None)
+            _write_if_changed(target, nbformat.writes(notebook) + "\n")
+
+
+# -- what the build resolved -------------------------------------------------------------------
+
+
+def _plain_latex(text: str) -> str:
+    text = codecs.decode(text, "ulatex") if "\\" in text else text
+    return text.replace("{", "").replace("}", "")
+
+
+def _bibliography(app: Sphinx) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+    """key -> (authors for author–year text, year), and key -> the formatted entry (Markdown)."""
+    from pybtex.database import parse_file
+    from pybtex.plugin import find_plugin
+
+    authors: dict[str, tuple[str, str]] = {}
+    entries: dict[str, str] = {}
+    style = find_plugin("pybtex.style.formatting", app.config.bibtex_default_style or "plain")()
+    backend = find_plugin("pybtex.backends", "markdown")()
+    for bib in app.config.bibtex_bibfiles:
+        database = parse_file(str(Path(app.srcdir) / bib))
+        for key, entry in database.entries.items():
+            people = entry.persons.get("author") or entry.persons.get("editor") or []
+            last = [_plain_latex(" ".join(p.last_names)) for p in people]
+            if len(last) >= 3:
+                names = f"{last[0]} et al."
+            elif len(last) == 2:
+                names = f"{last[0]} and {last[1]}"
+            else:
+                names = last[0] if last else _plain_latex(entry.fields.get("title", key))
+            authors[key] = (names, entry.fields.get("year", "n.d."))
+        for formatted in style.format_entries(database.entries.values()):
+            entries[formatted.key] = " ".join(formatted.text.render(backend).split())
+    return authors, entries
+
+
+def _resolved(app: Sphinx, env: BuildEnvironment, docname: str, source: str) -> Resolved:
+    from myst_nb.core.variables import format_plain_text
+
+    res = Resolved(
+        eqref_format=app.config.math_eqref_format or "({number})",
+        numfig_format=dict(app.config.numfig_format or {}),
+        format_glue=format_plain_text,
+        substitutions={k: str(v) for k, v in (app.config.myst_substitutions or {}).items()},
+    )
+    glue_file = Path(app.outdir).parent / "jupyter_execute" / f"{docname}.glue.json"
+    if glue_file.is_file():
+        for key, output in json.loads(glue_file.read_text(encoding="utf-8")).items():
+            data = output.get("data", {})
+            if "text/plain" in data:
+                res.glue[key] = data["text/plain"]
+            if "text/markdown" in data:
+                res.glue_markdown[key] = data["text/markdown"]
+            for mime in ("image/png", "image/svg+xml", "image/jpeg"):
+                if mime in data:
+                    res.glue_images[key] = (mime, data[mime])
+                    break
+    fignumbers = env.toc_fignumbers
+    for label, (eq_doc, number) in env.get_domain("math").equations.items():
+        if app.config.math_numfig and app.config.numfig:
+            numbers = (
+                fignumbers.get(eq_doc, {})
+                .get("displaymath", {})
+                .get(make_id(f"equation-{label}"), ())
+            )
+            res.equations[label] = ".".join(map(str, numbers))
+        else:
+            res.equations[label] = str(number)
+    std = env.get_domain("std")
+    for label, (label_doc, label_id, title) in std.labels.items():
+        if title:
+            res.labels[label] = title
+        for figtype, ids in fignumbers.get(label_doc, {}).items():
+            if label_id in ids:
+                res.numbers[label] = (figtype, ".".join(map(str, ids[label_id])))
+    for name, title in env.titles.items():
+        res.docs[name] = title.astext()
+    secnumbers = env.toc_secnumbers.get(docname, {})
+    if docname in env.tocs:
+        for ref in env.tocs[docname].findall(nodes.reference):
+            number = secnumbers.get(ref.get("anchorname", ""))
+            if number:
+                res.sections[" ".join(ref.astext().replace("$", "").split())] = ".".join(
+                    map(str, number)
+                )
+    for label, (label_doc, label_id, _title) in std.labels.items():
+        number = env.toc_secnumbers.get(label_doc, {}).get(f"#{label_id}")
+        if number:
+            res.sections[label] = ".".join(map(str, number))
+    authors, entries = _bibliography(app)
+    res.citations = authors
+    cited = []
+    for m in re.finditer(r"\{cite(?::\w+)?\}`([^`]*)`", source):
+        for key in m[1].split(","):
+            if key.strip() in entries and key.strip() not in cited:
+                cited.append(key.strip())
+    order = list(entries)  # the style's own order (plain: by author, then year)
+    res.bibliography = [entries[k] for k in sorted(cited, key=order.index)]
+    return res
+
+
+def _first_cell(app: Sphinx, stem: str, title: str) -> str:
+    run = student_commands(app, f"jupyter lab {stem}.ipynb")
+    return f"""\
+**{app.config.html_title or app.config.project} — {title}.** This notebook is the chapter's
+page as a Jupyter notebook. It runs on a CPU, in about a minute and a half on two cores; no GPU
+is needed (CUDA is used when present). The numbers in the text are those the site's build
+computed; running the cells computes them again.
+
+It needs the course library `seqmodels` and its `student` extra (PyTorch, Jupyter, ipywidgets).
+Once, in a terminal (Python 3.11):
+
+```bash
+{run}
+```
+
+Then *Kernel → Restart Kernel and Run All Cells*."""
+
+
+def _render_notebooks(app: Sphinx, env: BuildEnvironment) -> None:
+    out = Path(app.srcdir) / "book" / "_generated"
+    for source in _chapters(app):
+        docname = f"book/{source.stem}"
+        if docname not in env.all_docs:
             continue
-        notebook = jupytext.read(source)
+        text = source.read_text(encoding="utf-8")
+        res = _resolved(app, env, docname, text)
+        notebook = jupytext.reads(text, fmt="md:myst")
         notebook.metadata.pop("jupytext", None)
-        jupytext.write(notebook, target, fmt="ipynb")
-        logger.info(f"[notebooks] wrote {target.relative_to(app.srcdir)}")
+        for cell in notebook.cells:
+            if cell.cell_type != "markdown":
+                continue
+            cell.source, attachments = to_markdown(cell.source, res)
+            if attachments:
+                cell["attachments"] = attachments
+        notebook.cells = [
+            c for c in notebook.cells if c.cell_type != "markdown" or c.source.strip()
+        ]
+        title = env.titles[docname].astext() if docname in env.titles else source.stem
+        first = nbformat.v4.new_markdown_cell(_first_cell(app, source.stem, title))
+        notebook.cells.insert(0, first)
+        for problem in dict.fromkeys(res.problems):
+            logger.warning(
+                f"[notebooks] {source.name}: {problem} in the downloadable notebook",
+                location=docname,
+            )
+        for number, cell in enumerate(notebook.cells):
+            cell.id = f"cell-{number}"  # stable ids: an unchanged chapter gives an unchanged file
+        nbformat.validate(notebook)
+        content = nbformat.writes(notebook) + "\n"
+        if _write_if_changed(out / f"{source.stem}.ipynb", content):
+            logger.info(f"[notebooks] wrote book/_generated/{source.stem}.ipynb")
+    return None
 
 
 def _drop_duplicate_scripts(app: Sphinx, pagename, templatename, context, doctree) -> None:
@@ -57,6 +252,7 @@ def _drop_duplicate_scripts(app: Sphinx, pagename, templatename, context, doctre
 
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", _use_local_mathjax)
-    app.connect("builder-inited", _generate_notebooks)
+    app.connect("builder-inited", _placeholder_notebooks)
+    app.connect("env-check-consistency", _render_notebooks)
     app.connect("html-page-context", _drop_duplicate_scripts)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
