@@ -5,7 +5,8 @@
 - the gradebook is SQLite by default; set SEQMODELS_GRADEBOOK_URL to any SQLAlchemy URL
   (e.g. postgresql://user@host/course) to use another database;
 - autograding runs our preprocessors (seqmodels.grading.preprocessors) inside nbgrader's own
-  pipeline, so `nbgrader autograde`, `generate_feedback` and `export` work as usual.
+  pipeline, so `nbgrader autograde`, `generate_feedback` and `export` work as usual; every
+  student kernel runs in a bubblewrap sandbox (seqmodels.grading.sandbox).
 """
 
 import os
@@ -73,7 +74,21 @@ c.Autograde.autograde_preprocessors = [
     AssignLatePenalties,
     CheckCellMetadata,
 ]
+# Every student kernel runs in a bubblewrap sandbox (see seqmodels.grading.sandbox). "none" is
+# for instructors who accept the risk: `make grade` sets it only with --unsafe-no-sandbox.
+# the course implementations of PS1's graded functions: absent from the kernel, and flagged if used
+GRADED_IMPLEMENTATIONS = [
+    "seqmodels.ngram",
+    "seqmodels.metrics",
+    "seqmodels.feedforward",
+    "seqmodels.train",
+]
+c.GuardedExecute.hidden_modules = GRADED_IMPLEMENTATIONS
+c.JudgeCaptures.forbidden_modules = GRADED_IMPLEMENTATIONS
+c.GuardedExecute.sandbox = os.environ.get("SEQMODELS_SANDBOX", "bubblewrap")
 c.GuardedExecute.timeout = int(os.environ.get("SEQMODELS_CELL_TIMEOUT", 30))
 c.GuardedExecute.notebook_budget = int(os.environ.get("SEQMODELS_NOTEBOOK_BUDGET", 180))
 c.GuardedExecute.memory_limit_mb = int(os.environ.get("SEQMODELS_MEMORY_LIMIT_MB", 4096))
+c.GuardedExecute.max_processes = int(os.environ.get("SEQMODELS_MAX_PROCESSES", 256))
+c.GuardedExecute.cpu_cores = float(os.environ.get("SEQMODELS_CPU_CORES", 1))
 c.JudgeCaptures.references_root = str(ROOT / "solutions")

@@ -35,7 +35,6 @@ from functools import cached_property
 
 import torch
 
-from .metrics import entropy
 from .vocab import Vocabulary
 
 #: (singular, plural) noun pairs; the first ``n_nouns`` are used.
@@ -321,6 +320,10 @@ class AgreementLanguage:
 
         Number, noun given number, the $d$ i.i.d. fillers, verb given number; ``</s>`` adds 0.
         """
+        # imported here, not at the top: the grading sandbox, which hides `metrics` (a graded
+        # implementation), still lets problem sets draw sentences from this language
+        from .metrics import entropy
+
         return (
             _binary_entropy(self.p_plural)
             + math.log(self.n_nouns)
@@ -355,6 +358,8 @@ class AgreementLanguage:
         pooled: $\frac{1}{d+3}\big(H(\text{noun}) + d\,H(f) + h(\pi) + \log V\big)$ plus the
         entropy of the kind of token, noun/filler/verb/``</s>`` with weights $(1, d, 1, 1)/(d+3)$.
         """
+        from .metrics import entropy  # see entropy_per_sentence
+
         _check_int("order", order, 1)
         d, h_pi = self.distance, _binary_entropy(self.p_plural)
         if order == 1:

@@ -35,7 +35,7 @@ def flatten(value: object, prefix: str = "") -> dict[str, torch.Tensor]:
     """
     where = prefix or "the value"
     if type(value) is torch.Tensor or isinstance(value, torch.nn.Parameter):
-        return {prefix: torch.Tensor(value.detach().to("cpu", copy=True)).contiguous().clone()}
+        return {prefix: torch.Tensor(value.detach()).to("cpu", copy=True).contiguous()}
     if isinstance(value, bool | numbers.Integral) and not isinstance(value, torch.Tensor):
         return {prefix: torch.tensor(int(value), dtype=torch.int64)}
     if isinstance(value, numbers.Real) and not isinstance(value, torch.Tensor):
@@ -65,15 +65,30 @@ def _encode(tensors: dict[str, torch.Tensor]) -> str:
     return base64.b64encode(save({k or ".": v for k, v in sorted(tensors.items())})).decode()
 
 
-def _close(actual: dict[str, torch.Tensor], expected: object) -> bool:
-    """Whether a public case matches its expected value under the grader's own policy."""
+def tensor_devices(value: object, prefix: str = "") -> dict[str, str]:
+    """``{path: device type}`` of the tensors in `value` (numbers have no device)."""
+    if isinstance(value, torch.Tensor):
+        return {prefix: value.device.type}
+    if isinstance(value, Mapping):
+        items = [(f"{prefix}/{k}" if prefix else str(k), v) for k, v in value.items()]
+    elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        items = [(f"{prefix}/{i}" if prefix else str(i), v) for i, v in enumerate(value)]
+    else:
+        return {}
+    return {
+        path: device for key, item in items for path, device in tensor_devices(item, key).items()
+    }
+
+
+def public_problems(actual: dict[str, torch.Tensor], expected: object) -> list[str]:
+    """What differs between a public case's result and its expected value (the grader's policy)."""
     try:
         want = flatten(expected)
-    except TypeError:
-        return False
-    return actual.keys() == want.keys() and all(
-        compare_tensor(key, actual[key], want[key]) is None for key in want
-    )
+    except TypeError as error:
+        return [f"the expected value cannot be compared: {error}"]
+    if actual.keys() != want.keys():
+        return [f"expected the structure {sorted(want)}, got {sorted(actual)}"]
+    return [p.detail for key in sorted(want) if (p := compare_tensor(key, actual[key], want[key]))]
 
 
 class Checker:
@@ -102,15 +117,25 @@ class Checker:
             origins[name] = f"{module}:{code.co_filename if code else '?'}" if fn else "undefined"
         return origins
 
-    def case(self, name: str, compute: Callable[[], object], expected: object = None) -> None:
+    def case(
+        self,
+        name: str,
+        compute: Callable[[], object],
+        expected: object = None,
+        device: str | torch.device | None = None,
+    ) -> None:
         """Run ``compute()`` and capture its value as case `name`; an exception is captured too.
 
-        With `expected`, the case is public: the student sees at once whether it matches.
+        With `expected`, the case is public: the student sees at once whether it matches, and
+        how not. With `device`, every tensor in the result must be on that device (the inputs').
         """
         record: dict[str, object] = {"task": self.task, "kind": "case", "case": name}
+        if device is not None:
+            record["device"] = torch.device(device).type
         try:
             value = compute()
             record["data"] = _encode(flatten(value))
+            record["devices"] = tensor_devices(value)
         except Exception as error:  # noqa: BLE001 - the student's exception is the result
             record["error"] = f"{type(error).__name__}: {error}"
             value = None
@@ -118,10 +143,16 @@ class Checker:
         display({MIME: record}, raw=True)
         if expected is not None:
             self.n_public += 1
-            ok = "error" not in record and _close(flatten(value), expected)
-            if not ok:
+            if "error" in record:
+                problems = [f"your code raised {record['error']}"]
+            else:
+                problems = public_problems(flatten(value), expected)
+                wrong = set(record["devices"].values()) - {record.get("device", "")}
+                if "device" in record and wrong:
+                    problems.append(f"the result is on {sorted(wrong)}, not on {record['device']}")
+            if problems:
                 self.failed_public.append(name)
-                print(f"✗ public check failed: {name}")
+                print(f"✗ public check failed: {name}: " + "; ".join(problems))
 
     def done(self) -> None:
         """Tell the student how the public checks went (hidden ones are judged at grading)."""

@@ -3,44 +3,48 @@
 Configured in the course's ``nbgrader_config.py``:
 
 - `SanitizeSubmission` (before nbgrader's `OverwriteCells`, which restores test cells from the
-  gradebook and re-adds deleted ones): drops duplicated nbgrader cells, foreign nbgrader metadata
-  and student cells that use the grading module, and clears tags that change execution
-  (``skip-execution``, ``raises-exception``).
-- `GuardedExecute` (in place of nbgrader's `Execute`): a per-cell timeout, a whole-notebook
-  budget, a memory limit on the kernel, a cap on printed output, and a kernel that dies ends the run
-  cleanly: the cells before keep their results, the rest are marked "not run".
-- `JudgeCaptures` (right after execution): compares every captured case with the stored
-  references in this process, flags graded functions taken from the course library, writes the
-  verdicts into the test cell's output (with the points as nbgrader's partial credit), and removes
-  the hidden tests' source so feedback never shows it.
+  gradebook and re-adds deleted ones): nbgrader metadata naming no cell of the assignment is
+  dropped, a duplicated answer cell is graded from its last copy (the one the student finished),
+  duplicated test cells are removed, and tags that change execution (``skip-execution``,
+  ``raises-exception``) are cleared. No student cell is removed for what it says.
+- `GuardedExecute` (in place of nbgrader's `Execute`): each kernel in a bubblewrap sandbox
+  (`seqmodels.grading.sandbox`), a per-cell timeout, a whole-notebook budget, caps on every kind
+  of output per cell and per notebook, and a kernel that dies ends the run cleanly: the cells
+  before keep their results, the rest are marked "not run".
+- `JudgeCaptures` (right after execution): compares every captured case with the stored (and
+  hash-checked) references in this process, flags graded functions taken from the course library,
+  writes the verdicts into the test cell's output (with the points as nbgrader's partial credit),
+  removes the hidden tests' source, and leaves in the notebook no output the student's code
+  produced: feedback shows the grader's words only.
 """
 
 from __future__ import annotations
 
 import ast
-import resource
+import json
 import time
 from pathlib import Path
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
-from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
-from traitlets import Integer, List, Unicode
+from traitlets import Enum, Float, Integer, List, Unicode
 
 from . import references
-from .capture import MIME
-from .compare import Verdict, judge
+from .compare import Verdict, exception_name, judge
+from .sandbox import CappedKernelManager, Sandbox, SandboxedKernelManager
 
 EXECUTION_TAGS = {"skip-execution", "raises-exception", "skip", "remove-cell"}
 HIDDEN = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+GRADER = "seqmodels_grader"  # output metadata key marking what the grader wrote
 
 
-def _note(cell: NotebookNode, text: str, name: str = "stdout") -> None:
-    cell.setdefault("outputs", []).append(new_output("stream", name=name, text=text))
+def grader_note(text: str) -> NotebookNode:
+    """A stream output written by the grader (kept in feedback, unlike the student's outputs)."""
+    return new_output("stream", name="stdout", text=text, metadata={GRADER: True})
 
 
 def _markdown_cell(text: str) -> str:
@@ -49,18 +53,14 @@ def _markdown_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _uses_grading(source: str) -> bool:
-    return "seqmodels.grading" in source or "Checker(" in source or MIME in source
-
-
 class SanitizeSubmission(NbGraderPreprocessor):
     """Make the submission's structure the assignment's, whatever the student did to it.
 
     Runs before nbgrader's `DeduplicateIds` and `OverwriteCells`: nbgrader metadata naming no cell
-    of the assignment is dropped (the cell becomes an ordinary student cell), a duplicated
-    nbgrader cell is removed (the first copy stays, and `OverwriteCells` restores its source),
-    student cells that use the grading machinery are removed, and tags that change execution are
-    cleared.
+    of the assignment is dropped (the cell becomes an ordinary student cell); of a duplicated
+    answer cell the last copy keeps the metadata and is graded, earlier copies stay as ordinary
+    cells; a duplicated test or read-only cell keeps its first copy (`OverwriteCells` restores its
+    source); tags that change execution are cleared.
     """
 
     def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
@@ -68,19 +68,24 @@ class SanitizeSubmission(NbGraderPreprocessor):
         with Gradebook(info["db_url"]) as gradebook:
             notebook = gradebook.find_notebook(info["notebook"], info["assignment"])
             known = {cell.name for cell in notebook.source_cells}
+        last_answer = {}
+        for index, cell in enumerate(nb.cells):
+            meta = cell.metadata.get("nbgrader", {})
+            if "nbgrader" in cell.metadata and meta.get("grade_id") not in known:
+                del cell.metadata["nbgrader"]  # not a cell of this assignment
+            elif meta.get("solution"):
+                last_answer[meta["grade_id"]] = index
         seen: set[str] = set()
         kept = []
-        for cell in nb.cells:
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if "nbgrader" in cell.metadata and grade_id not in known:
-                del cell.metadata["nbgrader"]  # not a cell of this assignment
-                grade_id = None
-            if grade_id in seen:
-                continue  # a duplicated nbgrader cell
-            if grade_id:
+        for index, cell in enumerate(nb.cells):
+            meta = cell.metadata.get("nbgrader", {})
+            grade_id = meta.get("grade_id")
+            if meta.get("solution") and last_answer.get(grade_id) != index:
+                del cell.metadata["nbgrader"]  # an earlier copy of an answer: an ordinary cell
+            elif grade_id in seen:
+                continue  # a duplicated test or read-only cell
+            elif grade_id:
                 seen.add(grade_id)
-            elif cell.cell_type == "code" and _uses_grading(cell.source):
-                continue  # students' cells have no business with the grading machinery
             tags = cell.metadata.get("tags")
             if tags:
                 cell.metadata["tags"] = [t for t in tags if t not in EXECUTION_TAGS]
@@ -90,33 +95,68 @@ class SanitizeSubmission(NbGraderPreprocessor):
         return nb, resources
 
 
+def _size(content: dict) -> int:
+    """Bytes an output message adds to the notebook (text and every MIME bundle entry)."""
+    total = len(content.get("text", "")) + len(content.get("evalue", ""))
+    total += sum(len(line) for line in content.get("traceback", []))
+    for value in (content.get("data") or {}).values():
+        total += len(value) if isinstance(value, str) else len(json.dumps(value))
+    return total
+
+
 class GuardedExecute(Execute):
-    """nbgrader's `Execute` with a notebook budget, a memory limit and survival of a dead kernel."""
+    """nbgrader's `Execute` with a sandboxed kernel, budgets, output caps and survival of a dead kernel."""
 
     timeout = Integer(30, help="seconds one cell may run").tag(config=True)
     notebook_budget = Integer(180, help="seconds the whole notebook may run").tag(config=True)
-    memory_limit_mb = Integer(4096, help="address-space limit of the kernel, MiB").tag(config=True)
-    max_output_bytes = Integer(200_000, help="printed bytes kept per cell").tag(config=True)
+    sandbox = Enum(
+        ["bubblewrap", "none"],
+        default_value="bubblewrap",
+        help="'bubblewrap': every kernel in a sandbox; 'none' (unsafe): the grader's own rights",
+    ).tag(config=True)
+    memory_limit_mb = Integer(4096, help="memory of the whole sandbox, MiB").tag(config=True)
+    max_processes = Integer(256, help="processes and threads in the sandbox").tag(config=True)
+    cpu_cores = Float(1.0, help="CPU cores the sandbox may use at once").tag(config=True)
+    scratch_mb = Integer(256, help="size of the kernel's scratch home folder, MiB").tag(config=True)
+    hidden_modules = List(
+        Sandbox().hidden_modules, help="course modules absent from the kernel (graded functions)"
+    ).tag(config=True)
+    max_cell_output_bytes = Integer(1_000_000, help="output bytes kept per cell").tag(config=True)
+    max_notebook_output_bytes = Integer(8_000_000, help="output bytes kept in all").tag(config=True)
+
+    def _limits(self) -> Sandbox:
+        return Sandbox(
+            memory_mb=self.memory_limit_mb,
+            max_processes=self.max_processes,
+            cpu_cores=self.cpu_cores,
+            cpu_seconds=max(self.notebook_budget, self.timeout) * 2,
+            scratch_mb=self.scratch_mb,
+            hidden_modules=list(self.hidden_modules),
+        )
+
+    def create_kernel_manager(self):
+        self.kernel_manager_class = (
+            SandboxedKernelManager if self.sandbox == "bubblewrap" else CappedKernelManager
+        )
+        km = super().create_kernel_manager()
+        km.sandbox = km.limits = self._limits()
+        return km
 
     def preprocess(self, nb: NotebookNode, resources: dict, km=None):
+        limits = self._limits()
+        if self.sandbox == "bubblewrap":
+            self.log.info("kernel in a bubblewrap sandbox; %s", limits.describe())
+        else:
+            self.log.warning("UNSAFE: kernel NOT sandboxed (sandbox = 'none'); rlimits only")
         self._deadline = time.monotonic() + self.notebook_budget
         self._stopped: str | None = None
-        self._printed: dict[int, int] = {}
+        self._bytes: dict[int, int] = {}
+        self._total = 0
+        self._capped: set[int] = set()
         try:
             return super().preprocess(nb, resources, km)
         except DeadKernelError:  # the kernel died outside a cell (e.g. at shutdown)
             return nb, resources
-
-    async def async_start_new_kernel(self, **kwargs):
-        limit = self.memory_limit_mb * 2**20
-
-        def limit_memory() -> None:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-        kwargs.setdefault("preexec_fn", limit_memory)
-        return await super().async_start_new_kernel(**kwargs)
-
-    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync twin by value
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
         if cell.cell_type != "code":
@@ -124,53 +164,51 @@ class GuardedExecute(Execute):
         if self._stopped is None and time.monotonic() >= self._deadline:
             self._stopped = f"the notebook's time budget ({self.notebook_budget} s) ran out"
         if self._stopped:
-            cell.outputs = []
-            _note(cell, f"[not run: {self._stopped}]\n")
+            cell.outputs = [grader_note(f"[not run: {self._stopped}]\n")]
             return cell, resources
         try:
-            return super().preprocess_cell(cell, resources, index)
+            result = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             self._stopped = "the kernel died in an earlier cell"
             cell.outputs.append(
-                new_output(
-                    "error",
-                    ename="KernelDied",
-                    evalue="the kernel died while running this cell",
-                    traceback=[
-                        "KernelDied: the kernel died while running this cell (os._exit, a "
-                        "crash, or running out of memory); later cells were not run"
-                    ],
+                grader_note(
+                    "[the kernel died while running this cell (os._exit, a crash, or running "
+                    "out of memory); later cells were not run]\n"
                 )
             )
         except CellTimeoutError:
             self._stopped = "a cell ran past its time limit and the kernel did not recover"
-            cell.outputs.append(
-                new_output(
-                    "error",
-                    ename="CellTimeoutError",
-                    evalue=f"no reply within {self.timeout} s",
-                    traceback=[f"CellTimeoutError: this cell ran longer than {self.timeout} s"],
-                )
-            )
+            cell.outputs.append(grader_note(f"[this cell ran longer than {self.timeout} s]\n"))
+        else:
+            if any(o.get("ename") == "CellTimeoutError" for o in cell.outputs):
+                cell.outputs.append(grader_note(f"[this cell ran longer than {self.timeout} s]\n"))
+            return result
         return cell, resources
 
     def output(self, outs, msg, display_id, cell_index):
-        if msg["msg_type"] == "stream":
-            used = self._printed.get(cell_index, 0)
-            text = msg["content"].get("text", "")
-            self._printed[cell_index] = used + len(text)
-            if used >= self.max_output_bytes:
-                return None
-            if used + len(text) > self.max_output_bytes:
-                msg["content"]["text"] = (
-                    text[: self.max_output_bytes - used]
-                    + "\n[output truncated: too much printed]\n"
+        """Keep an output only while the cell and the notebook are under their caps."""
+        size = _size(msg.get("content", {}))
+        used = self._bytes.get(cell_index, 0)
+        if (
+            used + size > self.max_cell_output_bytes
+            or self._total + size > self.max_notebook_output_bytes
+        ):
+            if cell_index not in self._capped:
+                self._capped.add(cell_index)
+                outs.append(
+                    grader_note(
+                        f"[output truncated: a cell may keep {self.max_cell_output_bytes:,} "
+                        f"bytes of output, the notebook {self.max_notebook_output_bytes:,}]\n"
+                    )
                 )
+            return None
+        self._bytes[cell_index] = used + size
+        self._total += size
         return super().output(outs, msg, display_id, cell_index)
 
 
 def _forbidden_uses(source: str, forbidden: list[str]) -> list[str]:
-    """Names of forbidden course modules that `source` imports or mentions."""
+    """Names of forbidden course modules that `source` imports (words in strings do not count)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -182,10 +220,6 @@ def _forbidden_uses(source: str, forbidden: list[str]) -> list[str]:
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names = [node.value]
-        elif isinstance(node, ast.Attribute):
-            names = [ast.unparse(node)]
         found.update(m for m in forbidden for n in names if n == m or n.startswith(m + "."))
     return sorted(found)
 
@@ -233,16 +267,26 @@ class JudgeCaptures(NbGraderPreprocessor):
             c.source for c in nb.cells if c.cell_type == "code" and not c.metadata.get("nbgrader")
         ]
         for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if cell.cell_type != "code" or not is_grade(cell) or grade_id not in by_cell:
+            if not is_grade(cell) or grade_id not in by_cell:
+                cell.outputs = _grader_view(cell.outputs)
                 continue
             name, task = by_cell[grade_id]
             records = list(references.captures(cell))
             latest = {
-                r["case"]: r for r in records if r.get("task") == name and r["kind"] == "case"
+                r["case"]: r
+                for r in records
+                if r.get("task") == name
+                and r.get("kind") == "case"
+                and isinstance(r.get("case"), str)
             }
             verdicts = [judge(case, latest.get(case), refs[name][case]) for case in task["cases"]]
-            origins = next((r.get("origins", {}) for r in records if r["kind"] == "start"), {})
+            origins = next((r.get("origins") for r in records if r.get("kind") == "start"), {})
+            origins = (
+                {str(k): str(v) for k, v in origins.items()} if isinstance(origins, dict) else {}
+            )
             flags = self._flags(task["functions"], origins, answers + others)
             points = (
                 0.0 if flags else task["points"] * sum(v.passed for v in verdicts) / len(verdicts)
@@ -268,13 +312,6 @@ class JudgeCaptures(NbGraderPreprocessor):
 
     @staticmethod
     def _write(cell, task, verdicts: list[Verdict], flags, points: float, max_points) -> None:
-        kept = [
-            o
-            for o in cell.outputs
-            if o.get("output_type") == "stream"
-            and o.get("name") == "stdout"
-            or o.get("output_type") == "error"
-        ]
         lines = [
             f"**{task}: {points:g} of {max_points:g} points** "
             f"({sum(v.passed for v in verdicts)} of {len(verdicts)} cases passed)",
@@ -291,12 +328,36 @@ class JudgeCaptures(NbGraderPreprocessor):
             case, detail = _markdown_cell(v.case), _markdown_cell(v.message)
             lines.append(f"| {case} | {'pass' if v.passed else 'FAIL'} | {detail} |")
         text = "\n".join(lines)
-        verdict = new_output("display_data", data={"text/markdown": text, "text/plain": text})
+        verdict = new_output(
+            "display_data",
+            data={"text/markdown": text, "text/plain": text},
+            metadata={GRADER: True},
+        )
         # nbgrader reads partial credit from an execute_result holding a number
         score = new_output(
             "execute_result",
             data={"text/plain": repr(float(points))},
             execution_count=cell.get("execution_count"),
         )
-        errors = [o for o in kept if o.get("output_type") == "error"]
-        cell.outputs = [o for o in kept if o not in errors][-3:] + [verdict, score]
+        notes = [o for o in cell.outputs if o.get("metadata", {}).get(GRADER)]
+        cell.outputs = [*notes, verdict, score]
+
+
+def _grader_view(outputs: list) -> list:
+    """A student cell's outputs as feedback shows them: the grader's notes, and errors by name.
+
+    Whatever the student's code printed or displayed (which could carry hidden test inputs or
+    test source) stays out of the feedback; the student sees it by running the notebook.
+    """
+    kept = []
+    for output in outputs:
+        if output.get("metadata", {}).get(GRADER):
+            kept.append(output)
+        elif output.get("output_type") == "error":
+            kept.append(
+                grader_note(
+                    f"[this cell raised {exception_name(str(output.get('ename', '')))}; run it "
+                    "in your notebook to see the message]\n"
+                )
+            )
+    return kept

@@ -2,8 +2,10 @@
 
 ``solutions/<ps>/references/<notebook>.safetensors`` holds one tensor per captured value, keyed
 ``<task>::<case index>::<path>``; ``<notebook>.json`` is the manifest: torch version, device, the
-SHA-256 of the solution notebook's cell sources, and per task its test cell, points, graded
-functions, case names and each case's dtypes. Neither file is ever copied into the release (see nbgrader_config.py).
+SHA-256 of the solution notebook's cell sources and of the reference tensors file, and per task
+its test cell, points, graded functions, case names and each case's dtypes. `load` refuses
+references whose tensors do not hash to the manifest's value. Neither file is ever copied into the
+release (see nbgrader_config.py).
 """
 
 from __future__ import annotations
@@ -102,12 +104,21 @@ def build(
     return tensors, manifest
 
 
+class ReferencesMismatch(RuntimeError):
+    """The stored reference tensors are not the ones the manifest was written for."""
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def write(solution: Path) -> Path:
     """Build the references of `solution` and store them in ``references/`` beside it."""
     tensors, manifest = build(solution)
     out = solution.parent / "references"
     out.mkdir(exist_ok=True)
     save_file(dict(sorted(tensors.items())), out / f"{solution.stem}.safetensors")
+    manifest["references_sha256"] = file_sha256(out / f"{solution.stem}.safetensors")
     (out / f"{solution.stem}.json").write_text(
         json.dumps(manifest, indent=2, sort_keys=True) + "\n"
     )
@@ -117,9 +128,20 @@ def write(solution: Path) -> Path:
 def load(
     directory: Path, notebook: str
 ) -> tuple[dict[str, dict[str, dict[str, torch.Tensor]]], dict]:
-    """``({task: {case: {path: tensor}}}, manifest)`` stored for `notebook` in `directory`."""
+    """``({task: {case: {path: tensor}}}, manifest)`` stored for `notebook` in `directory`.
+
+    Raises `ReferencesMismatch` if the tensors file does not hash to the manifest's SHA-256.
+    """
     manifest = json.loads((directory / f"{notebook}.json").read_text())
-    flat = load_file(directory / f"{notebook}.safetensors")
+    stored = directory / f"{notebook}.safetensors"
+    expected, actual = manifest.get("references_sha256"), file_sha256(stored)
+    if actual != expected:
+        raise ReferencesMismatch(
+            f"{stored} does not match its manifest {notebook}.json (SHA-256 {actual[:16]}…, "
+            f"manifest says {str(expected)[:16]}…): the references were changed or replaced. "
+            "Restore them from version control or run `make assignments` to rebuild them."
+        )
+    flat = load_file(stored)
     nested: dict[str, dict[str, dict[str, torch.Tensor]]] = {}
     for key, value in flat.items():
         task, index, path = key.split(SEP, 2)
