@@ -1,0 +1,132 @@
+"""The student path, for real: a fresh virtual environment with nothing but what the "Problem sets"
+page and README tell a student to type —
+
+    pip install torch==2.13.0
+    pip install "./sequence-models-nlp[student]"
+
+— runs the released Problem Set 1 (assignments/, never solutions/) in its own kernel: with the
+solution's answers filled in every public check passes; the blank release fails each test cell with
+its readable message. Takes a minute or two (the torch wheel is installed from pip's local wheels).
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ps1_submissions import fill, solution_answers  # noqa: E402
+
+pytestmark = pytest.mark.student
+
+ROOT = Path(__file__).resolve().parents[1]
+RELEASE = ROOT / "assignments" / "ps1" / "ps1.ipynb"
+SOURCE = ROOT / "solutions" / "ps1" / "ps1.ipynb"
+PASSED = "public checks passed — hidden checks run at grading"
+KERNEL = "seqmodels-student"
+
+
+def run(*command, **kw) -> subprocess.CompletedProcess:
+    result = subprocess.run(command, capture_output=True, text=True, **kw)
+    assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def student_kernel(tmp_path_factory):
+    """A venv with only the student install, and a kernelspec for it in a private JUPYTER_PATH."""
+    base = tmp_path_factory.mktemp("student")
+    course = base / "sequence-models-nlp"  # what `git clone` gives: the library's sources
+    course.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, course)
+    shutil.copytree(ROOT / "lib", course / "lib", ignore=shutil.ignore_patterns("*.egg-info"))
+    env = base / "seqmodels-env"
+    clean = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    run(sys.executable, "-m", "venv", str(env), env=clean)
+    pip = [str(env / "bin" / "python"), "-m", "pip", "install", "--no-input", "-q"]
+    run(*pip, "torch==2.13.0", env=clean, cwd=base, timeout=600)
+    run(*pip, "./sequence-models-nlp[student]", env=clean, cwd=base, timeout=600)
+    python = str(env / "bin" / "python")
+    where = run(python, "-c", "import seqmodels; print(seqmodels.__file__)", env=clean).stdout
+    assert str(env) in where, f"seqmodels imported from {where}, not the fresh environment"
+    absent = run(
+        python,
+        "-c",
+        "import importlib.util as u; print([m for m in ('myst_nb', 'nbgrader', 'sphinx')"
+        " if u.find_spec(m)])",
+        env=clean,
+    ).stdout.strip()
+    assert absent == "[]", f"the student environment has book/grading packages: {absent}"
+    jupyter = base / "jupyter"
+    run(python, "-m", "ipykernel", "install", "--prefix", str(jupyter), "--name", KERNEL, env=clean)
+    return jupyter / "share" / "jupyter"
+
+
+def execute(notebook, jupyter_path: Path, folder: Path, monkeypatch, allow_errors: bool):
+    monkeypatch.setenv("JUPYTER_PATH", str(jupyter_path))
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    client = NotebookClient(
+        notebook,
+        kernel_name=KERNEL,
+        timeout=300,
+        allow_errors=allow_errors,
+        resources={"metadata": {"path": str(folder)}},
+    )
+    client.execute()
+    return notebook
+
+
+def graded_cells(notebook):
+    return [
+        c
+        for c in notebook.cells
+        if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")
+    ]
+
+
+def text_of(cell) -> str:
+    parts = []
+    for output in cell.outputs:
+        if output.output_type == "stream":
+            parts.append(output.text)
+        elif output.output_type in {"display_data", "execute_result"}:
+            parts.append(output.get("data", {}).get("text/plain", ""))
+            parts.append(output.get("data", {}).get("text/markdown", ""))
+        elif output.output_type == "error":
+            parts.append(f"{output.ename}: {output.evalue}")
+    return "\n".join(parts)
+
+
+def test_the_solution_passes_every_public_check(student_kernel, tmp_path, monkeypatch):
+    release = nbformat.read(RELEASE, as_version=4)
+    answers = solution_answers(nbformat.read(SOURCE, as_version=4))
+    notebook = fill(release, answers)
+    execute(notebook, student_kernel, tmp_path, monkeypatch, allow_errors=False)
+    cells = graded_cells(notebook)
+    assert len(cells) >= 4
+    for cell in cells:
+        assert PASSED in text_of(cell), text_of(cell)
+
+
+def test_the_blank_release_fails_each_test_cell_readably(student_kernel, tmp_path, monkeypatch):
+    notebook = nbformat.read(RELEASE, as_version=4)
+    execute(notebook, student_kernel, tmp_path, monkeypatch, allow_errors=True)
+    cells = graded_cells(notebook)
+    assert len(cells) >= 4
+    for cell in cells:
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        assert errors, f"test cell {cell.metadata['nbgrader']['grade_id']} did not fail"
+        error = errors[-1]
+        assert error.ename in {"AssertionError", "NotImplementedError"}, (error.ename, error.evalue)
+        if error.ename == "AssertionError":
+            assert "public checks failed" in error.evalue, error.evalue
+        assert PASSED not in text_of(cell)
+    # answer cells define functions without running them, so only test cells fail
+    setup = [c for c in notebook.cells if c.cell_type == "code" and c not in cells]
+    assert not [o for c in setup for o in c.outputs if o.output_type == "error"]
