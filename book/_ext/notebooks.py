@@ -39,10 +39,16 @@ logger = logging.getLogger(__name__)
 TORCH = "torch==2.13.0"  # the tested CPU build (requirements.txt)
 
 
+def repository_folder(app: Sphinx) -> str:
+    """The folder that ``git clone`` of the course repository makes."""
+    repository = (app.config.html_theme_options or {}).get("repository_url", "").rstrip("/")
+    return repository.rsplit("/", 1)[-1] or "sequence-models-nlp"
+
+
 def student_commands(app: Sphinx, then: str) -> str:
     """The exact commands that take a student from nothing to `then` (shell lines, one per step)."""
     repository = (app.config.html_theme_options or {}).get("repository_url", "").rstrip("/")
-    folder = repository.rsplit("/", 1)[-1] or "sequence-models-nlp"
+    folder = repository_folder(app)
     return "\n".join(
         [
             f"git clone {repository}.git" if repository else "# get the course repository",
@@ -251,6 +257,7 @@ def _drop_duplicate_scripts(app: Sphinx, pagename, templatename, context, doctre
 
 
 def setup(app: Sphinx) -> dict:
+    app.setup_extension("problem_sets")
     app.connect("config-inited", _use_local_mathjax)
     app.connect("builder-inited", _placeholder_notebooks)
     app.connect("env-check-consistency", _render_notebooks)

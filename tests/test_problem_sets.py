@@ -1,0 +1,102 @@
+"""The "Problem sets" page offers the student release, and never what students must not see.
+
+`check_release` is the guard the book's extension runs on every ``assignments/<ps>/`` before it is
+offered for download; the build tests check the page end to end on a tiny book.
+"""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+
+from problem_sets import check_release  # noqa: E402
+from sphinx.errors import ExtensionError  # noqa: E402
+
+JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+
+
+def notebook(*sources: str) -> str:
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": "# Problem Set 9 — a test"}]
+    cells += [
+        {"cell_type": "code", "metadata": {}, "source": s, "outputs": [], "execution_count": None}
+        for s in sources
+    ]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+def test_the_real_releases_are_clean():
+    for folder in sorted((ROOT / "assignments").iterdir()):
+        if folder.is_dir():
+            assert [p.suffix for p in check_release(folder)] == [".ipynb"]
+
+
+@pytest.mark.parametrize(
+    "name, content, reason",
+    [
+        ("ps9.ipynb", notebook("### BEGIN SOLUTION\nx = 1\n### END SOLUTION"), "solution code"),
+        ("ps9.ipynb", notebook("### BEGIN HIDDEN TESTS\nassert x\n### END HIDDEN TESTS"), "hidden"),
+        ("references/ps9.json", "{}", "references/ folder"),
+        ("ps9.safetensors", "binary", "reference outputs"),
+    ],
+)
+def test_a_release_that_would_leak_answers_is_refused(tmp_path, name, content, reason):
+    (tmp_path / "ps9.ipynb").write_text(notebook("raise NotImplementedError()"))
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text(content)
+    with pytest.raises(ExtensionError, match=reason) as error:
+        check_release(tmp_path)
+    assert name in str(error.value)
+
+
+def build_with_problem_set(tmp_path: Path, answer_cell: str) -> subprocess.CompletedProcess:
+    (tmp_path / "book").mkdir()
+    shutil.copy(ROOT / "_config.yml", tmp_path)
+    shutil.copytree(ROOT / "book" / "_ext", tmp_path / "book" / "_ext")
+    for name in ("references.bib", "favicon.svg", "problem_sets.md"):
+        shutil.copy(ROOT / "book" / name, tmp_path / "book")
+    page = tmp_path / "book" / "problem_sets.md"
+    page.write_text(page.read_text().replace("ps1: [ch01_language_models]", "ps9: [ch09_tiny]"))
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n\nA test book.\n")
+    (tmp_path / "book" / "ch09_tiny.md").write_text("# A tiny chapter\n\nNo code.\n")
+    (tmp_path / "assignments" / "ps9").mkdir(parents=True)
+    (tmp_path / "assignments" / "ps9" / "ps9.ipynb").write_text(notebook(answer_cell))
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nchapters:\n  - file: book/ch09_tiny\n"
+        "  - file: book/problem_sets\n"
+    )
+    return subprocess.run(
+        [JUPYTER_BOOK, "build", str(tmp_path), "--builder", "html", "-W", "-n", "--keep-going"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.book
+def test_the_page_lists_each_problem_set_with_its_chapters_and_a_download(tmp_path):
+    result = build_with_problem_set(tmp_path, "def f():\n    raise NotImplementedError()")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    html = (tmp_path / "_build" / "html" / "book" / "problem_sets.html").read_text()
+    assert "Problem Set 9 — a test" in html
+    assert 'href="ch09_tiny.html"' in html  # the chapter it covers, linked
+    text = re.sub(r"<[^>]+>", "", html)  # code is highlighted token by token
+    assert "pip install torch==2.13.0" in text and "[student]" in text
+    downloads = list((tmp_path / "_build" / "html" / "_downloads").rglob("ps9.ipynb"))
+    assert len(downloads) == 1
+    assert downloads[0].read_text() == (tmp_path / "assignments" / "ps9" / "ps9.ipynb").read_text()
+
+
+@pytest.mark.book
+def test_a_download_with_solution_code_fails_the_build(tmp_path):
+    result = build_with_problem_set(tmp_path, "### BEGIN SOLUTION\nx = 1\n### END SOLUTION")
+    log = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "ps9.ipynb: solution code" in log
+    assert not list((tmp_path / "_build").rglob("ps9.ipynb"))
