@@ -1,7 +1,8 @@
 """The built site as a reader meets it, in headless Chromium: pages load without console errors,
 math is typeset by the bundled MathJax, figures load, and executed outputs are on the page.
 
-Needs `make book` first. Chromium comes from Debian's `chromium` package (see .ci/run); without it
+Needs `make book` first (or SEQMODELS_SITE=<folder> naming another built site). Chromium comes
+from Debian's `chromium` package (see .ci/run); without it
 these tests are skipped locally and fail in CI (SEQMODELS_REQUIRE_BROWSER=1).
 """
 
@@ -17,19 +18,24 @@ import pytest
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
-SITE = ROOT / "_build" / "html"
+SITE = Path(os.environ.get("SEQMODELS_SITE") or ROOT / "_build" / "html").resolve()
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
-PAGES = ["book/intro.html", "book/ch01_language_models.html"]
+PAGES = ["book/intro.html", "book/ch01_language_models.html", "book/problem_sets.html"]
+PHONE = {"width": 400, "height": 850}
 
 
 @pytest.fixture(scope="module")
 def server():
     if not (SITE / "index.html").is_file():
         pytest.fail("no built site in _build/html: run `make book` first")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(SITE))
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(SITE))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    handler.log_message = lambda *a, **k: None
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
@@ -60,9 +66,12 @@ def browser():
         browser.close()
 
 
-def open_page(browser, url):
-    """Load `url`, wait for MathJax, and return (page, console errors, failed requests)."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+def open_page(browser, url, viewport=None):
+    """Load `url`, wait for MathJax, and return (page, console errors, failed requests).
+    A `viewport` as narrow as a phone's gets a phone's touch screen too."""
+    viewport = viewport or {"width": 1280, "height": 900}
+    phone = viewport["width"] < 600
+    page = browser.new_page(viewport=viewport, has_touch=phone, is_mobile=phone)
     errors, failed = [], []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -117,4 +126,116 @@ def test_chapter_offers_a_notebook_download(browser, server):
     href = link.get_attribute("href")
     response = page.request.get(f"{server}/book/{href}")
     assert response.ok and response.json()["nbformat"] == 4
+    page.close()
+
+
+def visible_count(page, selector: str) -> int:
+    return page.evaluate(
+        """(selector) => Array.from(document.querySelectorAll(selector)).filter(e => {
+             const r = e.getBoundingClientRect(), s = getComputedStyle(e);
+             return r.width > 0 && r.height > 0 && s.visibility !== "hidden" && s.display !== "none";
+           }).length""",
+        selector,
+    )
+
+
+def on_screen(page, locator, timeout_ms: int = 0) -> bool:
+    """Whether `locator` is visible and inside the phone's screen (waiting for a slide-in)."""
+    for _ in range(max(1, timeout_ms // 100)):
+        box = locator.bounding_box() if locator.is_visible() else None
+        if box and box["x"] >= 0 and box["x"] + box["width"] / 2 <= PHONE["width"]:
+            return True
+        if timeout_ms:
+            page.wait_for_timeout(100)
+    return False
+
+
+def test_phone_menu_button_opens_the_chapter_list(browser, server):
+    page, errors, _ = open_page(browser, f"{server}/book/intro.html", viewport=PHONE)
+    chapter = page.locator(".bd-sidebar-primary a", has_text="Language models and perplexity")
+    assert not on_screen(page, chapter.first)  # the sidebar is folded away on a phone
+    toggles = page.locator(".primary-toggle")
+    visible = [toggles.nth(i) for i in range(toggles.count()) if toggles.nth(i).is_visible()]
+    assert len(visible) == 1, "one visible ☰ button"
+    visible[0].tap()
+    assert on_screen(page, chapter.first, timeout_ms=5000), "☰ did not open the chapter list"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "phone-menu-open.png"))
+    chapter.first.tap()
+    page.wait_for_url("**/ch01_language_models.html")
+    assert errors == [], errors
+    page.close()
+
+
+def test_phone_contents_button_opens_the_page_contents(browser, server):
+    page, _, _ = open_page(browser, f"{server}/book/ch01_language_models.html", viewport=PHONE)
+    section = page.locator(".bd-sidebar-secondary a", has_text="Perplexity").first
+    assert not on_screen(page, section)
+    toggles = page.locator(".secondary-toggle")
+    visible = [toggles.nth(i) for i in range(toggles.count()) if toggles.nth(i).is_visible()]
+    assert len(visible) == 1
+    visible[0].tap()
+    assert on_screen(page, section, timeout_ms=5000), "the contents button did not open"
+    page.close()
+
+
+@pytest.mark.parametrize(
+    "viewport", [PHONE, {"width": 1280, "height": 900}], ids=["400px", "1280px"]
+)
+def test_one_search_box(browser, server, viewport):
+    page, _, _ = open_page(browser, f"{server}/book/ch01_language_models.html", viewport=viewport)
+    assert visible_count(page, ".search-button-field, .search-button, input[type=search]") == 1
+    assert visible_count(page, ".bd-header") == 0, "no extra header above the layout"
+    page.close()
+
+
+def test_long_equations_scroll_visibly_at_phone_width(browser, server):
+    page, _, _ = open_page(browser, f"{server}/book/ch01_language_models.html", viewport=PHONE)
+    equations = page.evaluate(
+        """() => Array.from(document.querySelectorAll("div.math")).map(d => {
+             const m = d.querySelector("mjx-container"), s = getComputedStyle(m);
+             const column = d.closest("article").getBoundingClientRect();
+             const before = m.scrollLeft; m.scrollLeft = m.scrollWidth; const after = m.scrollLeft;
+             m.scrollLeft = before;
+             return {id: d.id, right: m.getBoundingClientRect().right, column: column.right,
+                     overflows: m.scrollWidth > m.clientWidth + 1, overflowX: s.overflowX,
+                     scrollbar: s.scrollbarWidth, shadow: s.backgroundImage, scrolled: after};
+           })"""
+    )
+    assert len(equations) >= 6
+    for eq in equations:
+        assert eq["right"] <= eq["column"] + 1, f"{eq['id']} sticks out of the text column"
+        if eq["overflows"]:
+            assert eq["overflowX"] in {"auto", "scroll"}, eq
+            assert eq["scrollbar"] != "none", eq
+            assert "gradient" in eq["shadow"], f"{eq['id']} scrolls with no hint"
+            assert eq["scrolled"] > 0, f"{eq['id']} is clipped and does not scroll"
+    assert any(eq["overflows"] for eq in equations)  # the phone case this test is about
+    width = page.evaluate("() => document.documentElement.scrollWidth")
+    assert width <= PHONE["width"], "the page itself scrolls sideways"
+    page.close()
+
+
+@pytest.mark.parametrize("origin", ["http", "file"])
+def test_search_shows_snippets_without_latex(browser, server, origin):
+    root = server if origin == "http" else SITE.as_uri()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{root}/search.html?q=perplexity", wait_until="load")
+    page.wait_for_selector("#search-results li p.context", timeout=15000)
+    page.wait_for_timeout(500)
+    results = page.locator("#search-results li")
+    snippets = page.locator("#search-results li p.context").all_inner_texts()
+    assert results.count() >= 2 and len(snippets) == results.count()
+    assert any("1.5. Perplexity" in s or "perplexity" in s.lower() for s in snippets)
+    for snippet in snippets:
+        for tex in ("\\(", "\\[", "\\frac", "\\mid", "\\begin", "\\dots"):
+            assert tex not in snippet, snippet
+    assert page.locator("#search-results span.highlighted").count() >= 1
+    # from disk the theme's icon fonts are refused (CORS) but drawn by its script; no fetch fails
+    assert not [e for e in errors if "fetch" in e.lower()], errors
+    if origin == "http":
+        assert errors == [], errors
     page.close()

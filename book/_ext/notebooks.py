@@ -258,6 +258,7 @@ def _drop_duplicate_scripts(app: Sphinx, pagename, templatename, context, doctre
 
 def setup(app: Sphinx) -> dict:
     app.setup_extension("problem_sets")
+    app.setup_extension("site_assets")
     app.connect("config-inited", _use_local_mathjax)
     app.connect("builder-inited", _placeholder_notebooks)
     app.connect("env-check-consistency", _render_notebooks)
