@@ -63,3 +63,15 @@ def test_code_is_left_alone_and_unknown_references_are_reported():
     assert text.startswith("```python\nx = '{eq}`a`'\n```")
     assert "`{cite}`" in text
     assert res.problems == ["equation 'missing' has no number"]
+
+
+def test_label_style_citations_read_as_on_the_page():
+    res = resolved(
+        cite_style="label",
+        citations={"bengio2003": ("Bengio et al.", "2003", "BDVJ03"), "kn": ("K", "1995", "KN95")},
+        bibliography=["\\[BDVJ03\\] Yoshua Bengio, …"],
+    )
+    text, _ = to_markdown("{cite:t}`bengio2003` and {cite}`bengio2003,kn`.", res)
+    assert text == "Bengio et al. [BDVJ03] and [BDVJ03, KN95]."
+    listing, _ = to_markdown("```{bibliography}\n:filter: docname in docnames\n```", res)
+    assert listing == "- \\[BDVJ03\\] Yoshua Bengio, …"

@@ -63,7 +63,10 @@ class Resolved:
     labels: dict[str, str] = field(default_factory=dict)  # label -> section/figure title
     sections: dict[str, str] = field(default_factory=dict)  # label or heading text -> "1.8"
     docs: dict[str, str] = field(default_factory=dict)  # docname -> title
-    citations: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (authors, year)
+    citations: dict[str, tuple[str, ...]] = field(
+        default_factory=dict
+    )  # key -> (authors, year, label)
+    cite_style: str = "author_year"  # sphinxcontrib-bibtex's bibtex_reference_style: or "label"
     bibliography: list[str] = field(default_factory=list)  # formatted entries cited here
     substitutions: dict[str, str] = field(default_factory=dict)
     format_glue: Callable[[str, str], str] | None = None  # (text/plain, format spec) -> text
@@ -232,6 +235,8 @@ def _directive(
     if name == "bibliography":
         if not res.bibliography:
             return []
+        if res.cite_style == "label":
+            return [f"- {entry}" for entry in res.bibliography]
         return [f"{n}. {entry}" for n, entry in enumerate(res.bibliography, 1)]
     if name in {"glue", "glue:", "glue:any", "glue:figure", "glue:md", "glue:text"}:
         return _glue_block(name, argument, options, content, res, attachments)
@@ -241,7 +246,7 @@ def _directive(
         alt = options.get("alt", caption or argument)
         lines = [f"![{alt}]({argument})"]
         if caption:
-            lines += ["", f"*{number + ': ' if number else ''}{caption}*"]
+            lines += ["", f"**{number}:** {caption}" if number else caption]
         return lines
     if name == "table":
         number = _numbered(options.get("name", ""), res)
@@ -267,7 +272,7 @@ def _glue_block(name, argument, options, content, res, attachments) -> list[str]
         mime, data = res.glue_images[key]
         filename = f"{key}.{mime.split('/')[-1].split('+')[0]}"
         attachments[filename] = {mime: data}
-        lines.append(f"![{key}](attachment:{filename})")
+        lines.append(f"![{options.get('alt', key)}](attachment:{filename})")
     elif key in res.glue_markdown:
         lines.append(res.glue_markdown[key])
     elif key in res.glue:
@@ -277,7 +282,7 @@ def _glue_block(name, argument, options, content, res, attachments) -> list[str]
     caption = _inline(" ".join(x.strip() for x in content if x.strip()), res)
     if caption:
         number = _numbered(options.get("name", ""), res)
-        lines += ["", f"*{number + ': ' if number else ''}{caption}*"]
+        lines += ["", f"**{number}:** {caption}" if number else caption]
     return lines
 
 
@@ -382,16 +387,23 @@ def _cite(name: str, content: str, res: Resolved) -> str:
     for key in keys:
         if key not in res.citations:
             res.problems.append(f"citation {key!r} is not in the bibliography")
-            found.append((key, "n.d."))
+            found.append((key, "n.d.", key))
         else:
-            found.append(res.citations[key])
+            authors, year, *label = res.citations[key]
+            found.append((authors, year, label[0] if label else key))
     style = name.partition(":")[2]
+    if res.cite_style == "label":  # as the page: [BDVJ03], and "Bengio et al. [BDVJ03]"
+        if style in {"t", "ts", "alt"}:
+            return "; ".join(f"{a} [{label}]" for a, _, label in found)
+        if style in {"author", "authors"}:
+            return "; ".join(a for a, _, _ in found)
+        return "[" + ", ".join(label for _, _, label in found) + "]"
     if style in {"t", "ts", "alt"}:
-        return "; ".join(f"{a} ({y})" for a, y in found)
+        return "; ".join(f"{a} ({y})" for a, y, _ in found)
     if style in {"author", "authors"}:
-        return "; ".join(a for a, _ in found)
+        return "; ".join(a for a, _, _ in found)
     if style == "year":
-        return "; ".join(y for _, y in found)
+        return "; ".join(y for _, y, _ in found)
     if style in {"alp", "alps"}:
-        return "; ".join(f"{a}, {y}" for a, y in found)
-    return "(" + "; ".join(f"{a}, {y}" for a, y in found) + ")"  # cite, cite:p, cite:ps
+        return "; ".join(f"{a}, {y}" for a, y, _ in found)
+    return "(" + "; ".join(f"{a}, {y}" for a, y, _ in found) + ")"  # cite, cite:p, cite:ps

@@ -53,7 +53,7 @@ def student_commands(app: Sphinx, then: str) -> str:
         [
             f"git clone {repository}.git" if repository else "# get the course repository",
             "python3.11 -m venv ~/seqmodels-env",
-            "source ~/seqmodels-env/bin/activate   # Windows: %USERPROFILE%\\seqmodels-env\\Scripts\\activate",
+            "source ~/seqmodels-env/bin/activate",
             f"pip install {TORCH}",
             f'pip install "./{folder}[student]"',
             then,
@@ -100,12 +100,15 @@ def _plain_latex(text: str) -> str:
     return text.replace("{", "").replace("}", "")
 
 
-def _bibliography(app: Sphinx) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
-    """key -> (authors for author–year text, year), and key -> the formatted entry (Markdown)."""
+def _bibliography(app: Sphinx) -> tuple[dict[str, tuple[str, str, str]], dict[str, str]]:
+    """key -> (authors for the text, year, the style's label), and key -> the formatted entry
+    (Markdown, led by its label when citations are shown as labels, as on the page)."""
     from pybtex.database import parse_file
     from pybtex.plugin import find_plugin
 
-    authors: dict[str, tuple[str, str]] = {}
+    authors: dict[str, tuple[str, str, str]] = {}
+    labels: dict[str, str] = {}
+    as_labels = app.config.bibtex_reference_style == "label"
     entries: dict[str, str] = {}
     style = find_plugin("pybtex.style.formatting", app.config.bibtex_default_style or "plain")()
     backend = find_plugin("pybtex.backends", "markdown")()
@@ -120,9 +123,13 @@ def _bibliography(app: Sphinx) -> tuple[dict[str, tuple[str, str]], dict[str, st
                 names = f"{last[0]} and {last[1]}"
             else:
                 names = last[0] if last else _plain_latex(entry.fields.get("title", key))
-            authors[key] = (names, entry.fields.get("year", "n.d."))
+            authors[key] = (names, entry.fields.get("year", "n.d."), key)
         for formatted in style.format_entries(database.entries.values()):
-            entries[formatted.key] = " ".join(formatted.text.render(backend).split())
+            text = " ".join(formatted.text.render(backend).split())
+            labels[formatted.key] = formatted.label
+            entries[formatted.key] = f"\\[{formatted.label}\\] {text}" if as_labels else text
+    for key, label in labels.items():
+        authors[key] = (*authors[key][:2], label)
     return authors, entries
 
 
@@ -181,6 +188,7 @@ def _resolved(app: Sphinx, env: BuildEnvironment, docname: str, source: str) -> 
             res.sections[label] = ".".join(map(str, number))
     authors, entries = _bibliography(app)
     res.citations = authors
+    res.cite_style = "label" if app.config.bibtex_reference_style == "label" else "author_year"
     cited = []
     for m in re.finditer(r"\{cite(?::\w+)?\}`([^`]*)`", source):
         for key in m[1].split(","):
