@@ -111,3 +111,22 @@ def test_notebooks_get_vector_figures():
         assert plt.rcParams["font.size"] >= 10 and plt.rcParams["legend.fontsize"] >= 10
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_chapter_figures_have_a_label_alt_text_and_a_caption():
+    import re
+    from pathlib import Path
+
+    chapters = sorted((Path(__file__).resolve().parents[1] / "book").glob("ch*.md"))
+    assert chapters
+    for path in chapters:
+        text = path.read_text()
+        assert "mystnb:\n  figure:" not in text, f"{path.name}: use {{glue:figure}} with :alt:"
+        blocks = re.findall(r"```\{glue:figure\} (\S+)\n(.*?)```", text, re.S)
+        for key, body in blocks:
+            options = dict(re.findall(r"^:(\w+): (.+)$", body, re.M))
+            caption = re.sub(r"^:\w+: .+$", "", body, flags=re.M).strip()
+            assert options.get("name", "").startswith("fig-"), f"{path.name}: {key} has no label"
+            assert len(options.get("alt", "")) > 40, f"{path.name}: {key} needs alt text"
+            assert caption, f"{path.name}: {key} has no caption"
+            assert re.search(rf'glue\("{key}", ', text), f"{path.name}: {key} is never glued"
