@@ -1,10 +1,11 @@
-"""Grading throughput: submissions per minute, serial vs parallel, and against plain nbgrader.
+"""Grading throughput: submissions per minute, with and without the sandbox, against plain nbgrader.
 
-    .venv/bin/python benchmarks/grading_throughput.py --students 8
+    .venv/bin/python benchmarks/grading_throughput.py --students 12
 
 Builds a temporary copy of the course with `--students` copies of the PS1 solution as submissions,
-then times (1) `python -m seqmodels.grading.run` with 1 job, (2) with all cores, and (3) plain
-`nbgrader autograde` (stock preprocessors, serial) on the same submissions. Prints a table.
+then times `python -m seqmodels.grading.run` sandboxed and with `--unsafe-no-sandbox`, with 1 job
+and with all cores, and plain `nbgrader autograde` (stock preprocessors, serial) on the same
+submissions. Prints a table, the sandbox's overhead and the parallel sandboxed run against stock.
 """
 
 from __future__ import annotations
@@ -77,25 +78,34 @@ def main() -> None:
     parser.add_argument("--students", type=int, default=8)
     args = parser.parse_args()
     n, cores = args.students, os.cpu_count() or 1
-    rows = []  # (label, autograde seconds, whole command seconds)
-    for label, jobs in [
-        ("make grade driver, 1 job", 1),
-        (f"make grade driver, {cores} jobs", cores),
-    ]:
-        root = make_course(n, stock=False)
-        cmd = [BIN / "python", "-m", "seqmodels.grading.run", "ps1", "--jobs", str(jobs)]
-        seconds, stdout = timed(cmd, root)
-        rows.append((label, autograde_phase(stdout), seconds))
-        shutil.rmtree(root)
+    rows = {}  # label -> (autograde seconds, whole command seconds)
+    for jobs in (1, cores):
+        for sandboxed in (True, False):
+            label = f"make grade, {jobs} job{'s' * (jobs > 1)}, " + (
+                "sandboxed" if sandboxed else "no sandbox"
+            )
+            root = make_course(n, stock=False)
+            cmd = [BIN / "python", "-m", "seqmodels.grading.run", "ps1", "--jobs", str(jobs)]
+            seconds, stdout = timed(cmd if sandboxed else [*cmd, "--unsafe-no-sandbox"], root)
+            rows[label] = (autograde_phase(stdout), seconds)
+            shutil.rmtree(root)
     root = make_course(n, stock=True)
     seconds, _ = timed([BIN / "nbgrader", "autograde", "ps1"], root)
-    rows.append(("plain nbgrader autograde (serial)", seconds, seconds))
+    rows["plain nbgrader autograde (serial)"] = (seconds, seconds)
     shutil.rmtree(root)
     print(f"# {n} copies of the PS1 solution, {cores} cores")
-    print(f"{'':36} {'autograde s':>11} {'per min':>8} {'whole command s':>16}")
-    for label, autograde, whole in rows:
-        print(f"{label:36} {autograde:11.1f} {60 * n / autograde:8.1f} {whole:16.1f}")
+    print(f"{'':40} {'autograde s':>11} {'per min':>8} {'whole command s':>16}")
+    for label, (autograde, whole) in rows.items():
+        print(f"{label:40} {autograde:11.1f} {60 * n / autograde:8.1f} {whole:16.1f}")
     print("(whole command: the driver also syncs the release, writes feedback and exports the CSV)")
+    for jobs in (1, cores):
+        plural = "s" * (jobs > 1)
+        safe = rows[f"make grade, {jobs} job{plural}, sandboxed"][0]
+        unsafe = rows[f"make grade, {jobs} job{plural}, no sandbox"][0]
+        print(f"sandbox overhead, {jobs} job{plural}: {100 * (safe / unsafe - 1):+.1f} %")
+    stock = rows["plain nbgrader autograde (serial)"][0]
+    parallel = rows[f"make grade, {cores} job{'s' * (cores > 1)}, sandboxed"][0]
+    print(f"sandboxed {cores}-job run vs stock nbgrader: {stock / parallel:.2f}x the throughput")
 
 
 if __name__ == "__main__":

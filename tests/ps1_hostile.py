@@ -1,33 +1,54 @@
 """Hostile and broken PS1 submissions: each must be graded right and must not stop the run.
 
-Every builder takes the release notebook and the correct answers ({answer grade_id: code}) and
-returns the file's bytes (a notebook, or not), so tests can also submit files that are not JSON.
-`HOSTILE` maps a student id to (builder, expected score out of 10, text the feedback must contain).
+Every builder takes the release notebook, the correct answers ({answer grade_id: code}) and the
+`Targets` an attacker would aim at (the course folder, a file outside it, the library's source),
+and returns the file's bytes (a notebook, or not), so tests can also submit files that are not
+JSON. `HOSTILE` maps a student id to (builder, expected score out of 10, text the feedback must
+contain). The expected score is what the answer cells earn honestly: every attack either fails
+inside the sandbox or gains nothing.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import nbformat
 
+import ps1_attacks as attacks
 from ps1_submissions import fill
 
-Builder = Callable[[nbformat.NotebookNode, dict[str, str]], bytes]
+
+@dataclass(frozen=True)
+class Targets:
+    """What an attacking kernel aims at, outside its sandbox."""
+
+    course: Path  # the course directory: solutions, references, gradebook, other students
+    canary: Path  # a file outside the course that must never appear
+    library: Path  # the seqmodels package's source folder
+
+
+Builder = Callable[[nbformat.NotebookNode, dict[str, str], Targets], bytes]
 
 
 def _dump(nb: nbformat.NotebookNode) -> bytes:
     return nbformat.writes(nb).encode()
 
 
-def _with(cell_id: str, extra: str, before: bool = False) -> Builder:
-    """Correct answers, with `extra` code added to one answer cell."""
+def _fmt(code: str, targets: Targets) -> str:
+    return code.format(course=targets.course, canary=targets.canary, library=targets.library)
 
-    def build(release, answers):
+
+def _with(cell_id: str, extra: str, before: bool = False) -> Builder:
+    """Correct answers, with `extra` code (formatted with the `Targets`) added to one answer cell."""
+
+    def build(release, answers, targets):
         changed = dict(answers)
+        code = _fmt(extra, targets)
         changed[cell_id] = (
-            f"{extra}\n{answers[cell_id]}" if before else f"{answers[cell_id]}\n{extra}"
+            f"{code}\n{answers[cell_id]}" if before else f"{answers[cell_id]}\n{code}"
         )
         return _dump(fill(release, changed))
 
@@ -35,8 +56,19 @@ def _with(cell_id: str, extra: str, before: bool = False) -> Builder:
 
 
 def _replace(cell_id: str, code: str) -> Builder:
-    def build(release, answers):
-        return _dump(fill(release, {**answers, cell_id: code}))
+    def build(release, answers, targets):
+        return _dump(fill(release, {**answers, cell_id: _fmt(code, targets)}))
+
+    return build
+
+
+def _last_cell(code: str) -> Builder:
+    """Correct answers, and one more student cell at the end of the notebook running `code`."""
+
+    def build(release, answers, targets):
+        nb = fill(release, answers)
+        nb.cells.append(nbformat.v4.new_code_cell(_fmt(code, targets)))
+        return _dump(nb)
 
     return build
 
@@ -44,7 +76,7 @@ def _replace(cell_id: str, code: str) -> Builder:
 def _edit_tests(edit: Callable[[nbformat.NotebookNode], list]) -> Builder:
     """Correct answers, then `edit` maps each test cell to the cells that replace it."""
 
-    def build(release, answers):
+    def build(release, answers, targets):
         nb = fill(release, answers)
         cells = []
         for cell in nb.cells:
@@ -78,17 +110,17 @@ def _change_metadata(cell):
     return [cell]
 
 
-def _kernelspec(release, answers):
+def _kernelspec(release, answers, targets):
     nb = fill(release, answers)
     nb.metadata["kernelspec"] = {"name": "evil", "display_name": "Evil", "language": "python"}
     return _dump(nb)
 
 
-def _not_json(release, answers):
+def _not_json(release, answers, targets):
     return _dump(fill(release, answers))[:-200] + b"\n<<<<<<< merge conflict"
 
 
-def _forged_checker(release, answers):
+def _forged_checker(release, answers, targets):
     """A student cell that emits fake captures for every case, after the real answers."""
     nb = fill(release, answers)
     nb.cells.append(
@@ -106,6 +138,62 @@ class Liar:
     __hash__ = object.__hash__
 """
 
+
+def _daemon(release, answers, targets):
+    vandal = _fmt(attacks.VANDAL, targets)
+    code = attacks.DAEMON.format(
+        course=targets.course,
+        canary=targets.canary,
+        library=targets.library,
+        vandal_source=vandal,
+    )
+    return _last_raw(code)(release, answers)
+
+
+def _last_raw(code: str):
+    def build(release, answers):
+        nb = fill(release, answers)
+        nb.cells.append(nbformat.v4.new_code_cell(code))
+        return _dump(nb)
+
+    return build
+
+
+def _duplicated_answer(release, answers, targets):
+    """An honest student duplicated an answer cell and finished the second copy."""
+    nb = fill(release, answers)
+    cells = []
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "add_k_probs":
+            unfinished = copy.deepcopy(cell)
+            unfinished.source = "def add_k_probs(counts, k):\n    raise NotImplementedError()"
+            unfinished["id"] = cell["id"] + "-first"
+            cells.append(unfinished)
+        cells.append(cell)
+    nb.cells = cells
+    return _dump(nb)
+
+
+def _helper_cell_with_words(release, answers, targets):
+    """A helper cell that mentions the grading module and defines a class named *Checker."""
+    nb = fill(release, {**answers, "bigram_counts": "bigram_counts = _count_pairs"})
+    index = next(
+        i
+        for i, c in enumerate(nb.cells)
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "bigram_counts"
+    )
+    nb.cells.insert(index, nbformat.v4.new_code_cell(attacks.HELPER_WITH_WORDS))
+    return _dump(nb)
+
+
+def _hooks(release, answers, targets):
+    """A hook prints every cell's source (the hidden tests too) and replays it in a later cell."""
+    nb = fill(release, answers)
+    nb.cells.insert(1, nbformat.v4.new_code_cell(attacks.HOOKS))
+    nb.cells.append(nbformat.v4.new_code_cell(_fmt(attacks.HOOKS_REPLAY, targets)))
+    return _dump(nb)
+
+
 HOSTILE: dict[str, tuple[Builder, float, str]] = {
     "hostile-infinite-loop": (
         _replace(
@@ -115,16 +203,16 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
         8,
         "not run",
     ),
-    "hostile-os-exit": (_with("sample_sentence", "import os\nos._exit(1)"), 6, "KernelDied"),
+    "hostile-os-exit": (_with("sample_sentence", "import os\nos._exit(1)"), 6, "kernel died"),
     "hostile-segfault": (
         _with("ffn_logits", "import ctypes\nctypes.string_at(0)"),
         8,
-        "KernelDied",
+        "kernel died",
     ),
     "hostile-memory": (  # 4 GiB: fine on the machine, over the kernel's limit in the tests (3 GiB)
         _with("add_k_probs", "import torch\n_hog = torch.ones(2**32, dtype=torch.uint8)"),
         10,
-        "allocate memory",
+        "raised RuntimeError",
     ),
     "hostile-not-json": (_not_json, 0, "could not be read as a notebook"),
     "hostile-tests-deleted": (_edit_tests(lambda cell: []), 10, "pass"),
@@ -133,11 +221,13 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
     "hostile-tests-skip-execution": (_edit_tests(_retag), 10, "pass"),
     "hostile-metadata-changed": (_edit_tests(_change_metadata), 10, "pass"),
     "hostile-kernelspec": (_kernelspec, 10, "pass"),
-    "hostile-100mb-output": (
+    "hostile-100mb-printed": (
         _with("bigram_counts", "import sys\nsys.stdout.write('x' * 100_000_000)"),
         10,
         "output truncated",
     ),
+    "hostile-huge-outputs-of-every-type": (_last_cell(attacks.HUGE_OUTPUTS), 10, "truncated"),
+    "hostile-huge-error": (_last_cell(attacks.HUGE_ERROR), 10, "raised ValueError"),
     "hostile-stderr-warnings": (
         _with(
             "bigram_counts",
@@ -149,20 +239,15 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
         "pass",
     ),
     "hostile-patched-comparisons": (
-        lambda release, answers: _dump(
-            fill(
-                release,
-                {
-                    **answers,
-                    "bigram_counts": "import torch\ntorch.allclose = lambda *a, **k: True\n"
-                    "torch.equal = lambda *a, **k: True\n"
-                    "torch.Tensor.__eq__ = lambda *a, **k: torch.tensor(True)\n"
-                    "def bigram_counts(sentences, vocab_size):\n"
-                    "    return torch.zeros(vocab_size, vocab_size, dtype=torch.int64)",
-                },
-            )
+        _replace(
+            "bigram_counts",
+            "import torch\ntorch.allclose = lambda *a, **k: True\n"
+            "torch.equal = lambda *a, **k: True\n"
+            "torch.Tensor.__eq__ = lambda *a, **k: torch.tensor(True)\n"
+            "def bigram_counts(sentences, vocab_size):\n"
+            "    return torch.zeros(vocab_size, vocab_size, dtype=torch.int64)",
         ),
-        8 + 2 / 6,  # zeros are right for one of task 1's six cases: "no sentences at all"
+        8 + 2 / 7,  # zeros are right for one of task 1's seven cases: "no sentences at all"
         "FAIL",
     ),
     "hostile-eq-always-true": (
@@ -182,10 +267,42 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
         8,
         "course library",
     ),
+    "hostile-imports-library-dynamically": (
+        _replace(
+            "add_k_probs",
+            "import importlib\n"
+            "_ngram = importlib.import_module('seqmodels.' + 'ngram')\n"
+            "def add_k_probs(counts, k):\n    return _ngram.NGramLM",
+        ),
+        8,
+        "raised ImportError",
+    ),
     "hostile-forged-captures": (_forged_checker, 10, "pass"),
+    "hostile-reads-references": (_replace("bigram_counts", attacks.READ_REFERENCES), 8, "FAIL"),
+    "hostile-reads-solution": (_replace("bigram_counts", attacks.READ_SOLUTION), 8, "FAIL"),
+    "hostile-reads-peers": (_replace("bigram_counts", attacks.READ_PEERS), 8, "FAIL"),
+    "hostile-writes-grades-and-grader-files": (_last_cell(attacks.WRITE_GRADES), 10, "pass"),
+    "hostile-daemon-outlives-the-kernel": (_daemon, 10, "pass"),
+    "hostile-stops-the-grader": (_with("bigram_counts", attacks.STOP_EVERYONE), 10, "pass"),
+    "hostile-reaches-out": (_last_cell(attacks.REACH_OUT), 10, "pass"),
+    "hostile-plant-files": (_last_cell(attacks.PLANT), 10, "pass"),
+    "hostile-leaks-through-hooks": (_hooks, 10, "exception of its own type"),
+    "hostile-memory-in-children": (_last_cell(attacks.MEMORY_IN_CHILDREN), 10, "pass"),
+    "hostile-fork-bomb": (_last_cell(attacks.FORK_BOMB), 10, "pass"),
+    "honest-duplicated-answer-last-copy-finished": (_duplicated_answer, 10, "pass"),
+    "honest-helper-cell-mentions-checker": (_helper_cell_with_words, 10, "pass"),
+    "wrong-add-k-in-float16": (
+        _replace("add_k_probs", attacks.FLOAT16_WRONG_ADD_K),
+        8,
+        "wrong dtype",
+    ),
 }
 
 
-def build_all(release: nbformat.NotebookNode, answers: dict[str, str]) -> dict[str, bytes]:
+def build_all(
+    release: nbformat.NotebookNode, answers: dict[str, str], targets: Targets
+) -> dict[str, bytes]:
     """Every hostile submission's file bytes, by student id."""
-    return {student: builder(release, answers) for student, (builder, _, _) in HOSTILE.items()}
+    return {
+        student: builder(release, answers, targets) for student, (builder, _, _) in HOSTILE.items()
+    }

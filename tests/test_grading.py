@@ -1,24 +1,34 @@
 """The grading round trip, as an instructor runs it: generate the release, collect submissions (the
 solution, the blank release, plausible wrong answers, hostile and broken files), `make grade`'s
-driver (nbgrader autograde in parallel, feedback, CSV export), then check every score and feedback.
+driver (nbgrader autograde in sandboxes, in parallel, feedback, CSV export), then check every score
+and feedback, and that nothing outside the kernels' scratch changed and no kernel process survived.
 
 Runs in a copy of the course in a temporary folder, so the repository's grading/ is untouched.
+The hostile-submission suite (tests/ps1_hostile.py, tests/ps1_attacks.py) runs once here, for the
+machinery every problem set shares; a smaller round trip runs as an ordinary (non-root) user.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import os
+import pwd
+import resource
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import nbformat
 import pytest
 import torch
 
-from ps1_hostile import HOSTILE, build_all
+import seqmodels
+from ps1_hostile import HOSTILE, Targets, build_all
 from ps1_submissions import WRONG, fill, solution_answers
 from seqmodels.grading import references
 from seqmodels.grading.capture import _encode
@@ -30,34 +40,87 @@ BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.grading
 
 
-def run(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+LIMITS = {
+    "SEQMODELS_CELL_TIMEOUT": "10",
+    "SEQMODELS_NOTEBOOK_BUDGET": "120",
+    "SEQMODELS_MEMORY_LIMIT_MB": "3072",
+}
+LIBRARY = Path(seqmodels.__file__).resolve().parent
+
+
+def run(
+    root: Path, *args: str, env: dict | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
     result = subprocess.run(
         args,
         cwd=root,
         capture_output=True,
         text=True,
-        timeout=1200,
+        timeout=1800,
         # nbgrader calls `alembic` by name: the virtual environment's bin must be on PATH
         env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {})},
     )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    if check:
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     return result
 
 
-@pytest.fixture(scope="module")
-def course(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("course")
+def fingerprint(*roots: Path) -> dict[str, str]:
+    """SHA-256 of every file under `roots` (what no kernel may change)."""
+    return {
+        str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+        for root in roots
+        for p in ([root] if root.is_file() else sorted(root.rglob("*")))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def sandbox_processes() -> list[str]:
+    """Processes of the sandbox's uid, or bubblewrap processes, still alive."""
+    out = subprocess.run(["ps", "-eo", "uid=,pid=,comm="], capture_output=True, text=True).stdout
+    return [
+        line
+        for line in out.splitlines()
+        if line.split()[0] == "65534" or line.split()[-1] == "bwrap"
+    ]
+
+
+def new_course(root: Path) -> Path:
+    """A copy of the course (config and sources) in `root`, with its release generated."""
     shutil.copy(ROOT / "nbgrader_config.py", root)
     shutil.copytree(ROOT / "solutions", root / "solutions")
     run(root, str(BIN / "nbgrader"), "generate_assignment", PS, "--force", "--log-level=WARN")
     return root
 
 
-@pytest.fixture(scope="module")
-def graded(course: Path):
+def submit(course: Path, files: dict[str, bytes]) -> None:
+    for student, data in files.items():
+        folder = course / "grading" / "submitted" / student / PS
+        folder.mkdir(parents=True)
+        (folder / f"{PS}.ipynb").write_bytes(data)
+
+
+def release_and_answers(course: Path):
     source = nbformat.read(course / "solutions" / PS / f"{PS}.ipynb", as_version=4)
     release = nbformat.read(course / "assignments" / PS / f"{PS}.ipynb", as_version=4)
-    answers = solution_answers(source)
+    return release, solution_answers(source)
+
+
+def read_csv(course: Path) -> dict[str, dict]:
+    with open(course / "grading" / "grades.csv") as f:
+        return {row["student_id"]: row for row in csv.DictReader(f) if row["assignment"] == PS}
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Path:
+    return new_course(tmp_path_factory.mktemp("course"))
+
+
+@pytest.fixture(scope="module")
+def graded(course: Path, tmp_path_factory):
+    release, answers = release_and_answers(course)
+    canary = tmp_path_factory.mktemp("outside") / "canary"
+    targets = Targets(course=course, canary=canary, library=LIBRARY)
     files = {
         "solution": nbformat.writes(fill(release, answers)).encode(),
         "blank": nbformat.writes(release).encode(),
@@ -65,27 +128,33 @@ def graded(course: Path):
             f"wrong-{name}": nbformat.writes(fill(release, {**answers, cell: code})).encode()
             for name, (cell, code, _) in WRONG.items()
         },
-        **build_all(release, answers),
+        **build_all(release, answers, targets),
     }
-    for student, data in files.items():
-        folder = course / "grading" / "submitted" / student / PS
-        folder.mkdir(parents=True)
-        (folder / f"{PS}.ipynb").write_bytes(data)
-    env = {
-        "SEQMODELS_CELL_TIMEOUT": "10",
-        "SEQMODELS_NOTEBOOK_BUDGET": "120",
-        "SEQMODELS_MEMORY_LIMIT_MB": "3072",
-    }
+    submit(course, files)
+    protected = [course / "solutions", course / "nbgrader_config.py", course / "grading/submitted"]
+    before = fingerprint(*protected, LIBRARY)
+    before.pop(str(course / "grading/submitted/hostile-not-json/ps1/ps1.ipynb"))  # repaired
+    peak_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     result = run(
-        course, str(BIN / "python"), "-m", "seqmodels.grading.run", PS, "--jobs", "2", env=env
+        course, str(BIN / "python"), "-m", "seqmodels.grading.run", PS, "--jobs", "2", env=LIMITS
     )
-    with open(course / "grading" / "grades.csv") as f:
-        scores = {
-            row["student_id"]: float(row["score"])
-            for row in csv.DictReader(f)
-            if row["assignment"] == PS
-        }
-    return course, scores, result.stdout
+    survivors = sandbox_processes()
+    after = fingerprint(*protected, LIBRARY)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    rows = read_csv(course)
+    scores = {student: float(row["score"]) for student, row in rows.items()}
+    changed = sorted(k for k in before if after.get(k) != before[k])
+    return {
+        "course": course,
+        "scores": scores,
+        "rows": rows,
+        "stdout": result.stdout,
+        "students": sorted(files),
+        "changed": changed,
+        "canary": canary,
+        "survivors": survivors,
+        "peak_rss_mb": max(peak, peak_before) / 1024,
+    }
 
 
 def feedback(course: Path, student: str) -> str:
@@ -93,35 +162,61 @@ def feedback(course: Path, student: str) -> str:
 
 
 def test_the_solution_earns_full_marks_and_the_blank_release_none(graded):
-    _, scores, _ = graded
-    assert scores["solution"] == 10
-    assert scores["blank"] == 0
+    assert graded["scores"]["solution"] == 10
+    assert graded["scores"]["blank"] == 0
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
 def test_a_plausible_wrong_answer_earns_partial_credit_with_pointed_feedback(graded, name):
-    course, scores, _ = graded
-    _, _, test_cell = WRONG[name]
-    assert 0 < scores[f"wrong-{name}"] < 10
-    html = feedback(course, f"wrong-{name}")
-    assert "FAIL" in html and (
-        "largest absolute error" in html
-        or "entries differ" in html
-        or "expected shape" in html
-        or "raised" in html
+    assert 0 < graded["scores"][f"wrong-{name}"] < 10
+    html = feedback(graded["course"], f"wrong-{name}")
+    assert "FAIL" in html and any(
+        kind in html
+        for kind in ("outside the tolerance", "exact match required", "wrong shape", "raised")
     )
 
 
 @pytest.mark.parametrize("student", sorted(HOSTILE))
 def test_a_hostile_or_broken_submission_is_graded_right_and_the_run_goes_on(graded, student):
-    course, scores, _ = graded
     _, expected, text = HOSTILE[student]
-    assert scores[student] == pytest.approx(expected, abs=1e-3), student
-    assert text in feedback(course, student)
+    assert graded["scores"][student] == pytest.approx(expected, abs=1e-3), student
+    assert text in feedback(graded["course"], student)
+
+
+def test_every_student_has_a_csv_row_and_feedback_and_the_sandbox_is_named(graded):
+    assert sorted(graded["rows"]) == graded["students"]
+    for student, row in graded["rows"].items():
+        assert row["sandbox"] == "bubblewrap", student
+        assert row["note"] == "", (student, row["note"])
+        folder = graded["course"] / "grading" / "feedback" / student / PS
+        assert sorted(p.name for p in folder.iterdir()) == [f"{PS}.html"], student
+    assert "sandbox: bubblewrap" in graded["stdout"]
+
+
+def test_nothing_outside_the_kernels_scratch_changed(graded):
+    assert graded["changed"] == []
+    assert not graded["canary"].exists()
+    assert not (graded["course"] / "grading" / "PWNED").exists()
+
+
+def test_no_process_of_any_kernel_survives_the_run(graded):
+    assert graded["survivors"] == []
+
+
+def test_huge_outputs_do_not_swell_the_grader(graded):
+    """Every process of the run (workers, nbgrader, kernels) stayed far below the 100 MB outputs x N."""
+    assert graded["peak_rss_mb"] < 2000, graded["peak_rss_mb"]
+
+
+def test_feedback_shows_no_output_of_the_students_code(graded):
+    html = feedback(graded["course"], "hostile-100mb-printed")
+    assert "xxxxxxxxxx" not in html
+    html = feedback(graded["course"], "hostile-reaches-out")
+    assert "reached:" not in html
 
 
 def test_feedback_never_shows_hidden_tests_or_reference_values(graded):
-    course, _, _ = graded
+    course = graded["course"]
     source = nbformat.read(course / "solutions" / PS / f"{PS}.ipynb", as_version=4)
     hidden = []
     for cell in source.cells:
@@ -137,9 +232,10 @@ def test_feedback_never_shows_hidden_tests_or_reference_values(graded):
 
 
 def test_a_second_run_resumes_without_regrading(graded):
-    course, _, _ = graded
-    result = run(course, str(BIN / "python"), "-m", "seqmodels.grading.run", PS)
-    assert "0 graded," in result.stdout and "already graded" in result.stdout
+    result = run(graded["course"], str(BIN / "python"), "-m", "seqmodels.grading.run", PS)
+    assert (
+        "0 graded," in result.stdout and f"{len(graded['students'])} already done" in result.stdout
+    )
 
 
 def test_the_release_is_in_sync_and_holds_no_solutions_hidden_tests_or_references(course):
@@ -179,3 +275,155 @@ def test_the_solution_matches_the_cpu_references_on_every_device(device):
             record = {"data": _encode(actual)}
             verdict = judge(case, record, refs[task][case])
             assert verdict.passed, (device, task, verdict.message)
+
+
+# ------------------------------------------------------------------------------ the grader itself
+def _slow(release, answers, seconds: int) -> bytes:
+    return nbformat.writes(
+        fill(
+            release,
+            {
+                **answers,
+                "bigram_counts": f"import time\ntime.sleep({seconds})\n" + answers["bigram_counts"],
+            },
+        )
+    ).encode()
+
+
+def test_a_worker_that_dies_or_hangs_is_replaced_and_the_student_noted(tmp_path):
+    """Kill one grading worker from outside mid-run; let another exceed the student timeout."""
+    course = new_course(tmp_path / "course")
+    release, answers = release_and_answers(course)
+    solution = nbformat.writes(fill(release, answers)).encode()
+    submit(
+        course,
+        {
+            "a-solution": solution,
+            "b-worker-killed": _slow(release, answers, 25),
+            "c-worker-hangs": _slow(release, answers, 120),
+            "d-solution": solution,
+        },
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        **LIMITS,
+        "SEQMODELS_CELL_TIMEOUT": "200",
+        "SEQMODELS_NOTEBOOK_BUDGET": "250",
+    }
+    cmd = [
+        str(BIN / "python"),
+        "-m",
+        "seqmodels.grading.run",
+        PS,
+        "--jobs",
+        "2",
+        "--student-timeout",
+        "45",
+    ]
+    process = subprocess.Popen(cmd, cwd=course, env=env, stdout=subprocess.PIPE, text=True)
+    killed = None
+    deadline = time.monotonic() + 120
+    while killed is None and time.monotonic() < deadline and process.poll() is None:
+        table = subprocess.run(["ps", "-eo", "pid=,ppid=,args="], capture_output=True, text=True)
+        for line in table.stdout.splitlines():
+            pid, ppid, args = line.split(None, 2)
+            if "bwrap" in args.split()[0] and "b-worker-killed" in args:
+                os.kill(int(ppid), signal.SIGKILL)  # the worker that started this kernel
+                killed = int(ppid)
+        time.sleep(0.5)
+    stdout, _ = process.communicate(timeout=600)
+    assert killed is not None and process.returncode == 0, stdout
+    rows = read_csv(course)
+    assert float(rows["a-solution"]["score"]) == 10 and float(rows["d-solution"]["score"]) == 10
+    assert "grading worker died" in rows["b-worker-killed"]["note"]
+    assert "did not finish within 45 s" in rows["c-worker-hangs"]["note"]
+    for student in ("b-worker-killed", "c-worker-hangs"):
+        assert float(rows[student]["score"]) == 0
+        page = feedback(course, student)
+        assert "could not be graded automatically" in page
+    assert sandbox_processes() == []
+    again = run(course, *cmd[:-2])  # a resumed run does not block on them
+    assert "0 graded," in again.stdout
+
+
+def test_grading_refuses_without_the_sandbox_unless_told_it_is_unsafe(tmp_path):
+    course = new_course(tmp_path / "course")
+    release, answers = release_and_answers(course)
+    submit(course, {"solution": nbformat.writes(fill(release, answers)).encode()})
+    cmd = [str(BIN / "python"), "-m", "seqmodels.grading.run", PS]
+    no_bwrap = {**LIMITS, "SEQMODELS_BWRAP": "/nonexistent/bwrap"}
+    refused = run(course, *cmd, env=no_bwrap, check=False)
+    assert refused.returncode == 2
+    assert (
+        "apt-get install bubblewrap" in refused.stdout and "--unsafe-no-sandbox" in refused.stdout
+    )
+    assert not (course / "grading" / "grades.csv").exists()
+    unsafe = run(course, *cmd, "--unsafe-no-sandbox", env=no_bwrap)
+    assert "WARNING: grading WITHOUT a sandbox" in unsafe.stdout
+    row = read_csv(course)["solution"]
+    assert float(row["score"]) == 10 and row["sandbox"].startswith("NONE (unsafe")
+
+
+def test_tampered_references_stop_grading_with_a_clear_error(tmp_path):
+    course = new_course(tmp_path / "course")
+    release, answers = release_and_answers(course)
+    submit(course, {"solution": nbformat.writes(fill(release, answers)).encode()})
+    stored = course / "solutions" / PS / "references" / f"{PS}.safetensors"
+    data = bytearray(stored.read_bytes())
+    data[-1] ^= 1
+    stored.write_bytes(bytes(data))
+    result = run(course, str(BIN / "python"), "-m", "seqmodels.grading.run", PS, check=False)
+    assert result.returncode == 2 and "does not match its manifest" in result.stdout
+
+
+NONROOT_CASES = [
+    "hostile-reads-references",
+    "hostile-writes-grades-and-grader-files",
+    "hostile-daemon-outlives-the-kernel",
+    "hostile-stops-the-grader",
+]
+
+
+def test_the_round_trip_as_an_ordinary_user(tmp_path_factory):
+    """The same grading, started by a non-root user: bwrap then makes a user namespace itself."""
+    if os.geteuid() != 0:
+        pytest.skip("not root: the round trips above already ran as an ordinary user")
+    user = os.environ.get("SEQMODELS_TEST_USER", "seqgrader")
+    try:
+        account = pwd.getpwnam(user)
+    except KeyError:
+        if os.environ.get("SEQMODELS_REQUIRE_NONROOT"):
+            pytest.fail(f"no user {user!r} to grade as (.ci/run creates it)")
+        pytest.skip(f"no user {user!r} (useradd {user}, or set SEQMODELS_TEST_USER)")
+    python = str(BIN / "python")
+    probe = subprocess.run(["runuser", "-u", user, "--", python, "-c", "import seqmodels"])
+    assert probe.returncode == 0, f"{user} cannot run {python}: make its folders traversable"
+    base = Path(tempfile.mkdtemp(prefix="seqmodels-nonroot-"))
+    course = new_course(base / "course")
+    release, answers = release_and_answers(course)
+    canary = base / "canary"
+    targets = Targets(course=course, canary=canary, library=LIBRARY)
+    hostile = build_all(release, answers, targets)
+    submit(
+        course,
+        {
+            "solution": nbformat.writes(fill(release, answers)).encode(),
+            "blank": nbformat.writes(release).encode(),
+            **{name: hostile[name] for name in NONROOT_CASES},
+        },
+    )
+    (base / "home").mkdir()
+    subprocess.run(["chown", "-R", f"{account.pw_uid}:{account.pw_gid}", str(base)], check=True)
+    before = fingerprint(course / "solutions", course / "nbgrader_config.py", LIBRARY)
+    env = {**LIMITS, "HOME": str(base / "home"), "USER": user}
+    command = [python, "-m", "seqmodels.grading.run", PS, "--jobs", "2"]
+    result = run(course, "runuser", "-u", user, "--", *command, env=env)
+    assert "sandbox: bubblewrap" in result.stdout
+    rows = read_csv(course)
+    expected = {"solution": 10, "blank": 0, **{n: HOSTILE[n][1] for n in NONROOT_CASES}}
+    assert {s: float(r["score"]) for s, r in rows.items()} == pytest.approx(expected)
+    assert fingerprint(course / "solutions", course / "nbgrader_config.py", LIBRARY) == before
+    assert not canary.exists()
+    assert sandbox_processes() == []
+    shutil.rmtree(base, ignore_errors=True)

@@ -37,36 +37,75 @@ def test_flatten_refuses_anything_but_plain_tensors_numbers_and_containers(value
         flatten(value)
 
 
-def test_integers_must_match_exactly_and_keep_an_integer_dtype():
+def test_integers_must_match_exactly_and_keep_their_dtype():
     expected = torch.tensor([[1, 2], [3, 4]])
     assert compare_tensor("", expected.clone(), expected) is None
-    message = compare_tensor("", torch.tensor([[1, 2], [3, 5]]), expected)
-    assert "1 of 4 entries differ" in message and "(1, 1)" in message
-    assert "integer" in compare_tensor("", expected.double(), expected)
+    wrong = compare_tensor("", torch.tensor([[1, 2], [3, 5]]), expected)
+    assert "1 of 4 entries differ" in wrong.detail and "(1, 1)" in wrong.detail
+    assert "exact match" in wrong.summary and "(1, 1)" not in wrong.summary
+    assert "wrong dtype" in compare_tensor("", expected.double(), expected).summary
+    assert "int32" in compare_tensor("", expected.int(), expected).summary
 
 
-def test_floats_follow_the_per_dtype_tolerance_and_feedback_hides_the_values():
+def test_floats_follow_the_reference_dtypes_tolerance_and_feedback_hides_values():
     expected = torch.tensor([1.0, 123.456789, -2.0], dtype=torch.float64)
     assert compare_tensor("", expected + 1e-9, expected) is None
-    assert (
-        compare_tensor("", expected.float(), expected) is None
-    )  # float32 answer, float32 tolerance
     wrong = expected.clone()
     wrong[1] += 0.5
-    message = compare_tensor("p", wrong, expected)
-    assert "largest absolute error 0.5" in message and "index (1,)" in message
-    assert "123.45" not in message and "123.95" not in message
-    assert "expected shape (3,)" in compare_tensor("", torch.zeros(4), expected)
-    assert "NaN" in compare_tensor("", torch.tensor([math.nan, 123.456789, -2.0]), expected)
+    mismatch = compare_tensor("p", wrong, expected)
+    assert "largest absolute error 0.5" in mismatch.detail and "index (1,)" in mismatch.detail
+    for text in (mismatch.summary, mismatch.detail):
+        assert "123.45" not in text and "123.95" not in text
+    assert "0.5" not in mismatch.summary and "(1,)" not in mismatch.summary
+    assert "expected shape (3,)" in compare_tensor("", torch.zeros(4), expected).summary
+
+
+def test_another_dtype_fails_and_never_widens_the_tolerance():
+    """A wrong formula in float16 passed under float16's tolerance before; now the dtype fails."""
+    expected = torch.tensor([0.25, 0.5], dtype=torch.float64)
+    for dtype in (torch.float16, torch.float32, torch.bfloat16):
+        mismatch = compare_tensor("", expected.to(dtype), expected)
+        assert mismatch is not None and "wrong dtype" in mismatch.summary, dtype
+    assert "float64" in compare_tensor("", expected.half(), expected).summary
+
+
+@pytest.mark.parametrize(
+    ("actual", "passes"),
+    [
+        ([math.inf, -math.inf, math.nan, 1.0], True),
+        ([1e308, -math.inf, math.nan, 1.0], False),  # finite where the reference is +inf
+        ([math.inf, math.inf, math.nan, 1.0], False),  # wrong sign of inf
+        ([math.inf, -math.inf, 0.0, 1.0], False),  # a number where the reference has NaN
+        ([math.inf, -math.inf, math.nan, math.nan], False),  # NaN where it has a number
+        ([math.inf, -math.inf, math.nan, math.inf], False),
+    ],
+)
+def test_inf_and_nan_compare_exactly_by_position(actual, passes):
+    expected = torch.tensor([math.inf, -math.inf, math.nan, 1.0], dtype=torch.float64)
+    result = compare_tensor("", torch.tensor(actual, dtype=torch.float64), expected)
+    assert (result is None) == passes
 
 
 def test_judge_reports_cases_that_never_ran_raised_or_have_the_wrong_structure():
     reference = {"": torch.tensor(1.0)}
     assert "not run" in judge("c", None, reference).message
-    assert "raised KeyError" in judge("c", {"error": "KeyError: 'x'"}, reference).message
-    two = {"data": _encode({"0": torch.tensor(1.0), "1": torch.tensor(2.0)})}
+    assert judge("c", {"error": "KeyError: 'x'"}, reference).message == "your code raised KeyError"
+    two = {"data": _encode({"0": torch.tensor(1.0), "leaked-input-4-8-15": torch.tensor(2.0)})}
     assert "structure" in judge("c", two, reference).message
+    assert "leaked" not in judge("c", two, reference).message
     assert judge("c", {"data": _encode({"": torch.tensor(1.0)})}, reference).passed
+
+
+def test_feedback_never_repeats_text_the_students_code_chose():
+    reference = {"": torch.tensor(1.0)}
+    leak = type("HiddenInputIs_4_8_15", (Exception,), {})
+    record = {"error": f"{leak.__name__}: the hidden input was [4, 8, 15]"}
+    message = judge("c", record, reference).message
+    assert "4" not in message and "exception of its own type" in message
+    on_cpu = {"data": _encode({"": torch.tensor(1.0)}), "device": "cuda", "devices": {"": "cpu"}}
+    assert "device (cuda)" in judge("c", on_cpu, reference).message
+    forged = {"data": _encode({"": torch.tensor(1.0)}), "device": "leak!", "devices": {"": "x"}}
+    assert judge("c", forged, reference).passed  # an unknown device type is not echoed
 
 
 def test_hidden_tests_are_stripped_from_what_students_see():
@@ -79,25 +118,48 @@ def test_hidden_tests_are_stripped_from_what_students_see():
     [
         "from seqmodels.ngram import NGramLM",
         "import seqmodels.metrics as m",
-        "import importlib\nimportlib.import_module('seqmodels.ngram')",
-        "import seqmodels\nseqmodels.metrics.perplexity(1.0, 2)",
+        "from seqmodels import ngram",
     ],
 )
-def test_uses_of_the_course_library_are_found(source):
+def test_imports_of_the_course_library_are_found(source):
     assert _forbidden_uses(source, FORBIDDEN)
 
 
-def test_allowed_modules_are_not_flagged():
-    assert _forbidden_uses("from seqmodels.vocab import Vocabulary\nimport torch", FORBIDDEN) == []
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from seqmodels.vocab import Vocabulary\nimport torch",
+        "# like seqmodels.ngram does\nclass SpellChecker:\n    pass",
+        'def f():\n    """Unlike seqmodels.metrics.perplexity, average over tokens."""',
+    ],
+)
+def test_words_in_comments_strings_or_names_are_not_flagged(source):
+    assert _forbidden_uses(source, FORBIDDEN) == []
 
 
 def test_the_students_public_check_uses_the_graders_own_tolerance():
-    from seqmodels.grading.capture import _close
+    from seqmodels.grading.capture import public_problems
 
     expected = torch.tensor([1.0, 2.0], dtype=torch.float64)
-    assert _close(flatten(expected + 5e-7), expected)
-    assert not _close(flatten(expected + 5e-5), expected)  # float64: 1e-6 + 1e-6·|e|
-    exact_ints = torch.tensor([1, 2])  # integers where floats are expected: the grader accepts them
-    assert _close(flatten(exact_ints), expected) == (
-        compare_tensor("", exact_ints, expected) is None
-    )
+    assert public_problems(flatten(expected + 5e-7), expected) == []
+    problems = public_problems(flatten(expected + 5e-5), expected)  # float64: 1e-6 + 1e-6·|e|
+    assert problems and "largest absolute error" in problems[0]  # details: the values are public
+    assert public_problems(flatten(torch.tensor([1, 2])), expected)  # the grader fails them too
+
+
+def test_references_that_do_not_match_their_manifest_are_refused(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from seqmodels.grading import references
+
+    stored = Path(__file__).resolve().parents[1] / "solutions" / "ps1" / "references"
+    shutil.copytree(stored, tmp_path / "references")
+    refs, manifest = references.load(tmp_path / "references", "ps1")
+    assert manifest["references_sha256"] and refs
+    tensors = tmp_path / "references" / "ps1.safetensors"
+    data = bytearray(tensors.read_bytes())
+    data[-1] ^= 1  # one bit of one reference value
+    tensors.write_bytes(bytes(data))
+    with pytest.raises(references.ReferencesMismatch, match="does not match its manifest"):
+        references.load(tmp_path / "references", "ps1")

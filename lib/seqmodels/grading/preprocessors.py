@@ -31,11 +31,11 @@ from nbformat.v4 import new_output
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
-from traitlets import Enum, Float, Integer, List, Unicode
+from traitlets import Bool, Enum, Float, Integer, List, Unicode
 
 from . import references
 from .compare import Verdict, exception_name, judge
-from .sandbox import CappedKernelManager, Sandbox, SandboxedKernelManager
+from .sandbox import CappedKernelClient, CappedKernelManager, Sandbox, SandboxedKernelManager
 
 EXECUTION_TAGS = {"skip-execution", "raises-exception", "skip", "remove-cell"}
 HIDDEN = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
@@ -43,8 +43,8 @@ GRADER = "seqmodels_grader"  # output metadata key marking what the grader wrote
 
 
 def grader_note(text: str) -> NotebookNode:
-    """A stream output written by the grader (kept in feedback, unlike the student's outputs)."""
-    return new_output("stream", name="stdout", text=text, metadata={GRADER: True})
+    """An output written by the grader (kept in feedback, unlike the student's outputs)."""
+    return new_output("display_data", data={"text/plain": text}, metadata={GRADER: True})
 
 
 def _markdown_cell(text: str) -> str:
@@ -123,6 +123,9 @@ class GuardedExecute(Execute):
     ).tag(config=True)
     max_cell_output_bytes = Integer(1_000_000, help="output bytes kept per cell").tag(config=True)
     max_notebook_output_bytes = Integer(8_000_000, help="output bytes kept in all").tag(config=True)
+    # an output message that ZMQ dropped (over CappedKernelClient.max_message_bytes) takes the
+    # cell's "idle" status with it: the cell is then finished, not stuck
+    raise_on_iopub_timeout = Bool(False).tag(config=True)
 
     def _limits(self) -> Sandbox:
         return Sandbox(
@@ -153,6 +156,7 @@ class GuardedExecute(Execute):
         self._bytes: dict[int, int] = {}
         self._total = 0
         self._capped: set[int] = set()
+        self._idle: set[int] = set()
         try:
             return super().preprocess(nb, resources, km)
         except DeadKernelError:  # the kernel died outside a cell (e.g. at shutdown)
@@ -182,8 +186,22 @@ class GuardedExecute(Execute):
         else:
             if any(o.get("ename") == "CellTimeoutError" for o in cell.outputs):
                 cell.outputs.append(grader_note(f"[this cell ran longer than {self.timeout} s]\n"))
+            elif index not in self._idle:
+                cell.outputs.append(
+                    grader_note(
+                        "[output truncated: some of this cell's output never reached the grader "
+                        f"(a message over {CappedKernelClient.max_message_bytes // 2**20} MB is "
+                        "dropped)]\n"
+                    )
+                )
             return result
         return cell, resources
+
+    def process_message(self, msg, cell, cell_index):
+        content = msg.get("content", {})
+        if msg.get("msg_type") == "status" and content.get("execution_state") == "idle":
+            self._idle.add(cell_index)
+        return super().process_message(msg, cell, cell_index)
 
     def output(self, outs, msg, display_id, cell_index):
         """Keep an output only while the cell and the notebook are under their caps."""

@@ -259,10 +259,12 @@ def forget_submission(assignment: str, student: str) -> None:
     """Make sure `student` is in the gradebook with no (partial) submission of `assignment`."""
     from nbgrader.api import Gradebook, MissingEntry
     from nbgrader.apps.baseapp import NbGrader
+    from nbgrader.coursedir import CourseDirectory
 
     app = NbGrader()
     app.load_config_file()
-    with Gradebook(app.coursedir.db_url, app.coursedir.course_id) as gradebook:
+    coursedir = CourseDirectory(config=app.config)
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
         gradebook.update_or_create_student(student)
         try:
             gradebook.remove_submission(assignment, student)

@@ -1,0 +1,202 @@
+"""The grading sandbox seen from inside: one sandboxed kernel, asked what it can see and reach.
+
+These are the guarantees the README states; the round trip (test_grading.py) shows the same from
+the outside, with hostile submissions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import seqmodels
+from seqmodels.grading.sandbox import SANDBOX_UID, Sandbox, SandboxedKernelManager
+
+pytestmark = pytest.mark.grading
+ROOT = Path(__file__).resolve().parents[1]
+
+PROBE = r"""
+import json, os, socket, subprocess, sys
+facts = {}
+facts["uid"] = os.getuid()
+facts["cwd"] = os.getcwd()
+facts["cwd_files"] = sorted(os.listdir("."))
+facts["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+facts["course_paths"] = {p: os.path.exists(p) for p in PATHS}
+facts["interfaces"] = sorted(name for _, name in socket.if_nameindex())
+try:
+    socket.create_connection(("127.0.0.1", PORT), timeout=2)
+    facts["host_loopback"] = "reached"
+except OSError as error:
+    facts["host_loopback"] = type(error).__name__
+try:
+    open("/run/submission/new.txt", "w")
+    facts["submission_writable"] = True
+except OSError:
+    facts["submission_writable"] = False
+try:
+    open("/opt/venv/pyvenv.cfg", "a")
+    facts["python_writable"] = True
+except OSError:
+    facts["python_writable"] = False
+errors = {}
+for name in ("seqmodels.ngram", "seqmodels.metrics", "seqmodels.grading.references"):
+    try:
+        __import__(name)
+        errors[name] = "imported"
+    except ImportError as error:
+        errors[name] = str(error)
+import importlib
+try:
+    importlib.import_module("seqmodels.feedforward")
+    errors["importlib"] = "imported"
+except ImportError as error:
+    errors["importlib"] = str(error)
+facts["imports"] = errors
+import seqmodels.device, seqmodels.seeding, seqmodels.grading, seqmodels.synthetic
+facts["allowed_imports"] = True
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                         start_new_session=True)
+facts["child"] = child.pid
+print(json.dumps(facts))
+"""
+
+
+def _execute(kc, code: str) -> str:
+    async def go():
+        chunks = []
+
+        def output(msg):
+            if msg["msg_type"] == "stream":
+                chunks.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                chunks.append("\n".join(msg["content"]["traceback"]))
+
+        await kc.execute_interactive(code, timeout=120, output_hook=output)
+        return "".join(chunks)
+
+    return asyncio.run(go())
+
+
+@pytest.fixture(scope="module")
+def inside(tmp_path_factory):
+    """Facts a sandboxed kernel reports about its world, with a TCP server on the host's loopback."""
+    submission = tmp_path_factory.mktemp("autograded") / "student" / "ps1"
+    submission.mkdir(parents=True)
+    (submission / "ps1.ipynb").write_text("{}")
+    (submission / "data.txt").write_text("the student's own file")
+    server = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=lambda: server.accept(), daemon=True).start()
+    paths = [str(ROOT), str(ROOT / "solutions"), str(submission.parent.parent), "/work"]
+    code = PROBE.replace("PATHS", repr(paths)).replace("PORT", str(server.getsockname()[1]))
+
+    async def session():
+        km = SandboxedKernelManager(kernel_name="python3")
+        km.sandbox = Sandbox(memory_mb=2048)
+        await km.start_kernel(cwd=str(submission))
+        kc = km.client()
+        kc.start_channels()
+        await kc.wait_for_ready(timeout=60)
+        return km, kc
+
+    km, kc = asyncio.run(session())
+    try:
+        text = _execute(kc, code)
+        facts = json.loads(text.strip().splitlines()[-1])
+        namespace, members = pid_namespace(km.provisioner.pid)
+        run_dir = km._run
+    finally:
+        kc.stop_channels()
+        asyncio.run(km.shutdown_kernel(now=True))
+        server.close()
+    return {
+        "facts": facts,
+        "run_dir": run_dir,
+        "namespace": namespace,
+        "members": members,
+        "text": text,
+    }
+
+
+def pid_namespace(outer: int) -> tuple[str, list[int]]:
+    """The PID namespace bwrap (host pid `outer`) made, and the host pids of every process in it."""
+    children = Path(f"/proc/{outer}/task/{outer}/children").read_text().split()
+    namespace = os.readlink(f"/proc/{children[0]}/ns/pid")
+    return namespace, members_of(namespace)
+
+
+def members_of(namespace: str) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.readlink(entry / "ns" / "pid") == namespace:
+                members.append(int(entry.name))
+        except OSError:
+            pass
+    return members
+
+
+def test_the_kernel_runs_as_an_unprivileged_user_in_a_scratch_copy_of_its_folder(inside):
+    facts = inside["facts"]
+    assert facts["uid"] == SANDBOX_UID
+    assert facts["cwd"] == "/home/student"
+    assert {"ps1.ipynb", "data.txt"} <= set(facts["cwd_files"])
+    assert facts["submission_writable"] is False and facts["python_writable"] is False
+
+
+def test_the_course_directory_does_not_exist_in_the_kernel(inside):
+    assert not any(inside["facts"]["course_paths"].values()), inside["facts"]["course_paths"]
+
+
+def test_the_kernel_sees_only_its_own_processes_and_has_no_network(inside):
+    facts = inside["facts"]
+    assert max(facts["pids"]) < 50 and 1 in facts["pids"]  # its own PID namespace
+    assert facts["interfaces"] == ["lo"]
+    assert facts["host_loopback"] in {"ConnectionRefusedError", "OSError", "TimeoutError"}
+
+
+def test_graded_implementations_cannot_be_imported_by_any_means(inside):
+    imports = inside["facts"]["imports"]
+    for name, message in imports.items():
+        assert "not available while your notebook is graded" in message, (name, message)
+    assert inside["facts"]["allowed_imports"] is True
+
+
+def test_nothing_of_the_kernel_remains_after_shutdown(inside):
+    assert len(inside["members"]) >= 3  # bwrap's init, the kernel, the kernel's detached child
+    deadline = time.monotonic() + 5  # SIGKILL reaches every member at once; reaping takes a moment
+    while members_of(inside["namespace"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert members_of(inside["namespace"]) == []
+    assert not inside["run_dir"].exists()
+
+
+def test_the_sandbox_says_which_limits_apply():
+    text = Sandbox(memory_mb=1234).check()
+    assert "1234 MiB" in text
+    if os.geteuid() == 0 and Path("/sys/fs/cgroup/memory").is_dir():
+        assert text.startswith("cgroup for the whole sandbox: memory 1234 MiB")
+
+
+def test_the_kernel_library_holds_no_grader_modules_and_no_graded_implementations(tmp_path):
+    sandbox = Sandbox()
+    sandbox.stage_course(tmp_path)
+    staged = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.py")}
+    assert "seqmodels/grading/capture.py" in staged and "seqmodels/device.py" in staged
+    for hidden in ("ngram", "metrics", "feedforward", "train", "grading/references"):
+        assert f"seqmodels/{hidden}.py" not in staged
+    assert Path(seqmodels.__file__).parent.joinpath("ngram.py").exists()
+
+
+def test_a_missing_bubblewrap_is_a_clear_error():
+    from seqmodels.grading.sandbox import SandboxUnavailable
+
+    with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
+        Sandbox(bwrap="/nonexistent/bwrap").check()
