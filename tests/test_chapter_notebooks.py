@@ -1,0 +1,95 @@
+"""The "Download this chapter as a notebook" file, as a student meets it: copied into an empty folder,
+it runs top to bottom in a fresh kernel, and its text is plain Markdown that JupyterLab renders (no
+MyST roles or directives left, glued numbers filled in, a first cell that says what to install).
+
+Builds a copy of the real book (the chapters execute) in a temporary folder, so it takes minutes.
+"""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+CHAPTERS = sorted(p.stem for p in (ROOT / "book").glob("ch*.md"))
+MYST_LEFTOVERS = [
+    "{glue",
+    "{cite",
+    "{eq}",
+    "{numref}",
+    "{ref}",
+    "{doc}",
+    "{download}",
+    ":::{",
+    "```{",
+]
+IGNORE = shutil.ignore_patterns(
+    ".venv", ".git", "_build", "_generated", "grading", "__pycache__", ".*_cache", ".hypothesis"
+)
+
+pytestmark = pytest.mark.book
+
+
+@pytest.fixture(scope="module")
+def built_book(tmp_path_factory) -> Path:
+    """A copy of the repository whose book was built (chapters executed) with the real config."""
+    book = tmp_path_factory.mktemp("book") / "repo"
+    shutil.copytree(ROOT, book, ignore=IGNORE)
+    result = subprocess.run(
+        [JUPYTER_BOOK, "build", str(book), "--builder", "html", "-W", "-n", "--keep-going"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return book
+
+
+def markdown_of(notebook) -> str:
+    return "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_downloaded_notebook_reads_as_plain_markdown(built_book, chapter):
+    path = built_book / "book" / "_generated" / f"{chapter}.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)
+    text = markdown_of(notebook)
+    for leftover in MYST_LEFTOVERS:
+        assert leftover not in text, f"{leftover!r} left in the Markdown of {path.name}"
+    assert not re.search(r"^\s*\([\w-]+\)=\s*$", text, re.M), "a MyST label (name)= is left"
+    assert not re.search(r"\$\$\s*\([\w-]+\)", text), "an equation label is left after $$"
+    first = notebook.cells[0]
+    assert first.cell_type == "markdown"
+    assert "pip install torch==2.13.0" in first.source and "[student]" in first.source
+    assert "CPU" in first.source
+    # every glued number of the page is in the notebook's text, as the page shows it
+    html = (built_book / "_build" / "html" / "book" / f"{chapter}.html").read_text()
+    pasted = re.findall(r'<span class="pasted-text">([^<]+)</span>', html)
+    assert pasted, "the chapter glues no numbers?"
+    for value in pasted:
+        assert value in text, f"glued value {value!r} of the page is not in the notebook"
+    # numbered equations carry the page's numbers
+    numbers = re.findall(r'<span class="eqno">\((\d+\.\d+)\)', html)
+    for number in numbers:
+        assert f"\\tag{{{number}}}" in text
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_downloaded_notebook_runs_in_an_empty_folder(built_book, chapter, tmp_path):
+    source = built_book / "book" / "_generated" / f"{chapter}.ipynb"
+    target = tmp_path / f"{chapter}.ipynb"
+    shutil.copy(source, target)
+    notebook = nbformat.read(target, as_version=4)
+    client = NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
+    )
+    client.execute()  # raises CellExecutionError naming the cell on any exception
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+    assert outputs, "the notebook ran but printed nothing"
