@@ -12,10 +12,12 @@ CHAPTERS = sorted((ROOT / "book").glob("ch*.md"))
 WIDTH = 79  # the site's code column shows about 80 characters before it scrolls
 
 
-def test_every_chapter_is_in_the_table_of_contents_and_nothing_else_is():
+def test_every_chapter_is_in_the_table_of_contents_and_every_listed_page_exists():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     listed = {c["file"] for part in toc["parts"] for c in part["chapters"]}
-    assert listed == {f"book/{c.stem}" for c in CHAPTERS}
+    chapters = {f for f in listed if Path(f).name.startswith("ch")}
+    assert chapters == {f"book/{c.stem}" for c in CHAPTERS}
+    assert all((ROOT / f"{f}.md").is_file() for f in listed), "a page in _toc.yml is missing"
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
