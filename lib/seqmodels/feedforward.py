@@ -5,7 +5,10 @@ $x = [C(w_{t-n+1}); \dots; C(w_{t-1})]$, and the next-token logits are
 
 $$y = b + W x + U \tanh(d + H x), \qquad p(w_t \mid w_{t-n+1}^{t-1}) = \mathrm{softmax}(y)_{w_t}.$$
 
-$W$ (the direct connections) is optional, as in the paper.
+$W$ (the direct connections) is optional, as in the paper. The attributes keep the paper's names;
+the book writes them in its own notation (Chapter 1, Eq. eq-bengio), where $H$ is only ever a
+cross-entropy and $d$ a distance: ``C`` = $E$ (``(V, m)``), ``H`` = $W_{xh}$ (``(q, (n-1) m)``),
+``d`` = $\mathbf{b}_h$ (``(q,)``), ``U`` = $W_{hy}$ (``(V, q)``), ``b`` = $\mathbf{b}_y$ (``(V,)``).
 """
 
 from __future__ import annotations
