@@ -1,5 +1,6 @@
 """The MyST → Markdown rules of the downloadable chapter notebooks (book/_ext/myst_markdown.py)."""
 
+import base64
 import sys
 from pathlib import Path
 
@@ -75,3 +76,12 @@ def test_label_style_citations_read_as_on_the_page():
     assert text == "Bengio et al. [BDVJ03] and [BDVJ03, KN95]."
     listing, _ = to_markdown("```{bibliography}\n:filter: docname in docnames\n```", res)
     assert listing == "- \\[BDVJ03\\] Yoshua Bengio, …"
+
+
+def test_a_glued_figure_becomes_an_attachment_with_its_number_and_caption():
+    res = resolved(glue_images={"fig_wall": ("image/svg+xml", "<svg xmlns='x'/>")})
+    source = "```{glue:figure} fig_wall\n:name: fig-wall\n:alt: A wall.\n\nThe wall.\n```"
+    text, attachments = to_markdown(source, res)
+    assert text == "![A wall.](attachment:fig_wall.svg)\n\n**Fig. 1.3:** The wall."
+    encoded = attachments["fig_wall.svg"]["image/svg+xml"]
+    assert base64.b64decode(encoded) == b"<svg xmlns='x'/>"  # JupyterLab reads base64 data URLs

@@ -11,6 +11,7 @@ their number as ``\\tag``. Nothing here imports Sphinx, so the rules are unit-te
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -271,6 +272,8 @@ def _glue_block(name, argument, options, content, res, attachments) -> list[str]
     if key in res.glue_images:
         mime, data = res.glue_images[key]
         filename = f"{key}.{mime.split('/')[-1].split('+')[0]}"
+        if mime == "image/svg+xml" and data.lstrip().startswith("<"):  # text in outputs;
+            data = base64.b64encode(data.encode("utf-8")).decode("ascii")  # base64 in attachments
         attachments[filename] = {mime: data}
         lines.append(f"![{options.get('alt', key)}](attachment:{filename})")
     elif key in res.glue_markdown:
