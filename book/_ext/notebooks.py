@@ -203,9 +203,9 @@ def _first_cell(app: Sphinx, stem: str, title: str) -> str:
     run = student_commands(app, f"jupyter lab {stem}.ipynb")
     return f"""\
 **{app.config.html_title or app.config.project} — {title}.** This notebook is the chapter's
-page as a Jupyter notebook. It runs on a CPU, in about a minute and a half on two cores; no GPU
-is needed (CUDA is used when present). The numbers in the text are those the site's build
-computed; running the cells computes them again.
+page as a Jupyter notebook. It runs on a CPU — no GPU is needed (CUDA is used when present); the
+chapter's opening box says how long it took when the site was built. The numbers in the text are
+those that build computed; running the cells computes them again.
 
 It needs the course library `seqmodels` and its `student` extra (PyTorch, Jupyter, ipywidgets).
 Once, in a terminal (Python 3.11):
