@@ -102,7 +102,7 @@ if os.fork() == 0:
 
 STOP_EVERYONE = """
 import os, signal
-for pid in {{os.getppid(), int(os.environ.get("JPY_PARENT_PID", "0") or 0), 1}}:
+for pid in {{os.getppid(), int(os.environ.get("JPY_PARENT_PID") or os.getppid()), 1}}:
     for sig in (signal.SIGSTOP, signal.SIGKILL):
         try:
             os.kill(pid, sig)
@@ -171,6 +171,8 @@ class Big:
     def _repr_html_(self):
         return "w" * 50_000_000
 Big()
+handle = display({{"text/plain": "small"}}, raw=True, display_id=True)
+handle.update({{"text/plain": "u" * 100_000_000}}, raw=True)  # a display update, not an output
 """
 
 HUGE_ERROR = """

@@ -203,6 +203,12 @@ class GuardedExecute(Execute):
             self._idle.add(cell_index)
         return super().process_message(msg, cell, cell_index)
 
+    def handle_comm_msg(self, outs, msg, cell_index) -> None:
+        """Widget messages are dropped: nothing is graded from them, and kept state could grow."""
+
+    def _update_display_id(self, display_id, msg) -> None:
+        """Display updates are dropped: they could replace a capped output with a larger one."""
+
     def output(self, outs, msg, display_id, cell_index):
         """Keep an output only while the cell and the notebook are under their caps."""
         size = _size(msg.get("content", {}))
