@@ -21,7 +21,8 @@ def markdown_table(
     """A Markdown table from a header and rows of cells; cells are shown as ``str(cell)``, escaped.
 
     With a `caption`, the table is wrapped in a MyST ``{table}`` directive, so the book numbers it
-    ("Table 1.2") and `name` is its label for ``{numref}``.
+    ("Table 1.2") and `name` is its label for ``{numref}``. Where myst-nb is not installed (a
+    downloaded chapter in plain Jupyter), the caption is a bold line above the table instead.
     """
     rows = [list(row) for row in rows]
     for i, row in enumerate(rows):
@@ -37,5 +38,9 @@ def markdown_table(
         return Markdown("\n".join(lines))
     if "\n" in caption:
         raise ValueError("expected a one-line caption")
+    try:
+        import myst_nb  # noqa: F401  (the book's build: a numbered, labelled table)
+    except ImportError:
+        return Markdown("\n".join([f"**{caption}**", "", *lines]))
     directive = [f":::{{table}} {caption}"] + ([f":name: {name}"] if name else []) + [""]
     return Markdown("\n".join([*directive, *lines, ":::"]))
