@@ -200,3 +200,17 @@ def test_a_missing_bubblewrap_is_a_clear_error():
 
     with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
         Sandbox(bwrap="/nonexistent/bwrap").check()
+
+
+def test_an_installed_course_library_is_hidden_under_an_empty_folder(monkeypatch, tmp_path):
+    """With `pip install .` (not editable) the library's sources sit in site-packages: covered."""
+    import sys
+    import sysconfig
+
+    import seqmodels.grading.sandbox as sandbox
+
+    installed = Path(sysconfig.get_paths()["purelib"]) / "seqmodels"
+    monkeypatch.setattr(sandbox, "files", lambda name: installed)
+    argv = sandbox.Sandbox().bwrap_argv(tmp_path, tmp_path, ["true"])
+    hidden = f"{sandbox.VENV}/{installed.relative_to(Path(sys.prefix).resolve())}"
+    assert argv[argv.index(hidden) - 1] == "--tmpfs"

@@ -1,0 +1,478 @@
+"""Each student's kernel in a bubblewrap sandbox: it sees none of the course and reaches nothing.
+
+`SandboxedKernelManager` is a jupyter_client kernel manager that starts ipykernel inside
+``bwrap`` (Debian package ``bubblewrap``). The kernel gets
+
+- its own mount namespace with a read-only Python environment (the virtual environment appears at
+  ``/opt/venv``), a copy of the course library without the implementations of graded functions
+  (``Sandbox.hidden_modules``) and without the grader's own modules: importing those, by any
+  means, raises an ImportError that says why; a read-only view of its own notebook folder copied into a
+  size-limited tmpfs working directory (``/home/student``), and tmpfs ``/tmp`` and ``/dev/shm``.
+  The course directory — solutions, references, the gradebook, other students, feedback,
+  ``nbgrader_config.py`` — does not exist there, and nothing written there comes back;
+- its own network namespace (no network at all). The grader talks to it over Unix-domain sockets
+  (jupyter_client's ``ipc`` transport) in a private per-kernel folder bound at ``/run/kernel``;
+- its own PID, IPC and UTS namespaces: it can neither see nor signal the grader or other kernels,
+  and every process it started dies with it (``--die-with-parent``; the namespace's init dies);
+- an unprivileged uid (65534). As root, bwrap sets up the namespaces and ``setpriv`` drops to that
+  uid, with no capabilities and ``no_new_privs``, before any student code runs; as an ordinary
+  user, a user namespace maps 65534 to that user;
+- limits for the sandbox as a whole where a cgroup can be created (root on cgroup v1 or v2): memory
+  (``memory.limit_in_bytes``/``memory.max``), processes (``pids.max``) and CPU (a quota of
+  ``cpu_cores`` cores). Elsewhere the per-process rlimits below stand alone; `Sandbox.describe`
+  says which limits apply, and the grader logs it. Always: ``RLIMIT_AS`` (address space per
+  process), ``RLIMIT_CPU`` (CPU seconds per process), no core files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+
+import zmq
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.connect import channel_socket_types
+from jupyter_client.manager import AsyncKernelManager
+from traitlets import Type
+
+SANDBOX_UID = 65534  # "nobody"
+# the grader's own machinery never enters a kernel
+GRADER_ONLY = [
+    "seqmodels.grading.preprocessors",
+    "seqmodels.grading.references",
+    "seqmodels.grading.run",
+    "seqmodels.grading.sandbox",
+]
+VENV = "/opt/venv"
+COURSE = "/run/course"  # the allowed course modules, read-only
+KERNEL = "/run/kernel"  # the kernel's Unix-domain sockets (the only folder the grader shares)
+CONNECTION = "/run/connection.json"
+SUBMISSION = "/run/submission"  # the student's notebook folder, read-only, copied to HOME
+HOME = "/home/student"
+
+# What runs first inside the sandbox: copy the notebook folder into the scratch home, then ipykernel.
+BOOT = (
+    "import os, shutil\n"
+    f"for e in os.scandir({SUBMISSION!r}):\n"
+    "    if e.is_dir(follow_symlinks=False): shutil.copytree(e.path, e.name, symlinks=True)\n"
+    "    else: shutil.copy(e.path, e.name, follow_symlinks=False)\n"
+    "import runpy\n"
+    "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)\n"
+)
+
+# Installed as sitecustomize.py beside the allowed modules: the graded implementations are absent.
+GUARD = '''"""Inside the grading sandbox: course modules other than the allowed ones cannot be imported."""
+import importlib.abc
+import sys
+
+ALLOWED = {allowed!r}
+
+
+class _NotWhileGrading(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith("seqmodels.") and name not in ALLOWED:
+            raise ImportError(
+                f"{{name}} is not available while your notebook is graded: the grader runs "
+                "without the course library's implementations, so graded functions must be "
+                "your own code",
+                name=name,
+            )
+        return None
+
+
+sys.meta_path.insert(0, _NotWhileGrading())
+'''
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot create the namespaces on this machine."""
+
+
+def _cgroup_paths() -> dict[str, Path]:
+    """This process's own cgroup folder for each controller we use (v1), or ``{"v2": path}``."""
+    found: dict[str, Path] = {}
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for name in controllers.split(","):
+            if name in {"memory", "pids", "cpu"}:
+                folder = Path("/sys/fs/cgroup") / name / path.lstrip("/")
+                if folder.is_dir():
+                    found[name] = folder
+        if controllers == "" and not found:
+            unified = Path("/sys/fs/cgroup") / path.lstrip("/")
+            if (Path("/sys/fs/cgroup") / "cgroup.controllers").exists() and unified.is_dir():
+                found["v2"] = unified
+    return found
+
+
+class Cgroup:
+    """A cgroup per sandbox with memory, process and CPU limits; `None`-safe when unavailable."""
+
+    PERIOD_US = 100_000
+
+    def __init__(self, name: str, memory_bytes: int, pids: int, cpu_cores: float):
+        self.folders: list[Path] = []
+        self.limits: list[str] = []
+        parents = _cgroup_paths()
+        quota = int(cpu_cores * self.PERIOD_US)
+        try:
+            if "v2" in parents:
+                folder = parents["v2"] / name
+                folder.mkdir()
+                self.folders.append(folder)
+                (folder / "memory.max").write_text(str(memory_bytes))
+                (folder / "pids.max").write_text(str(pids))
+                (folder / "cpu.max").write_text(f"{quota} {self.PERIOD_US}")
+                self.limits = ["memory", "pids", "cpu"]
+                return
+            for controller, settings in (
+                ("memory", {"memory.limit_in_bytes": memory_bytes}),
+                ("pids", {"pids.max": pids}),
+                ("cpu", {"cpu.cfs_period_us": self.PERIOD_US, "cpu.cfs_quota_us": quota}),
+            ):
+                if controller not in parents:
+                    continue
+                folder = parents[controller] / name
+                folder.mkdir()
+                self.folders.append(folder)
+                for key, value in settings.items():
+                    (folder / key).write_text(str(value))
+                swap = folder / "memory.memsw.limit_in_bytes"
+                if controller == "memory" and swap.exists():
+                    try:
+                        swap.write_text(str(memory_bytes))
+                    except OSError:
+                        pass  # swap accounting off: the memory limit alone applies
+                self.limits.append(controller)
+        except OSError:
+            self.remove()
+            self.limits = []
+
+    def join(self) -> None:
+        """Move the calling process into every folder (called in the child before exec)."""
+        for folder in self.folders:
+            (folder / "cgroup.procs").write_text(str(os.getpid()))
+
+    def kill_all(self) -> None:
+        for folder in self.folders:
+            try:
+                pids = (folder / "cgroup.procs").read_text().split()
+            except OSError:
+                continue
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError, PermissionError):
+                    pass
+
+    def remove(self) -> None:
+        for folder in self.folders:
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        self.folders = []
+
+
+@dataclass
+class Sandbox:
+    """How a student's kernel is confined (see the module docstring)."""
+
+    bwrap: str = field(default_factory=lambda: os.environ.get("SEQMODELS_BWRAP", "bwrap"))
+    memory_mb: int = 4096
+    max_processes: int = 256
+    cpu_cores: float = 1.0
+    cpu_seconds: int = 600
+    scratch_mb: int = 256
+    hidden_modules: list[str] = field(
+        default_factory=lambda: [
+            "seqmodels.ngram",
+            "seqmodels.metrics",
+            "seqmodels.feedforward",
+            "seqmodels.train",
+        ]
+    )
+
+    # ------------------------------------------------------------------ what the kernel sees
+    def kernel_modules(self) -> list[str]:
+        """The course modules the kernel may import: all but the hidden and the grader's own."""
+        root = Path(str(files("seqmodels")))
+        names = []
+        for path in sorted(root.rglob("*.py")):
+            parts = path.relative_to(root.parent).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            hidden = [*self.hidden_modules, *GRADER_ONLY]
+            if not any(name == h or name.startswith(h + ".") for h in hidden):
+                names.append(name)
+        return names
+
+    def stage_course(self, folder: Path) -> None:
+        """Copy the kernel's course modules (and the import guard) into `folder`."""
+        root = Path(str(files("seqmodels"))).parent
+        modules = self.kernel_modules()
+        for module in modules:
+            source = root.joinpath(*module.split("."))
+            source = source / "__init__.py" if source.is_dir() else source.with_suffix(".py")
+            target = folder / source.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+        (folder / "sitecustomize.py").write_text(GUARD.format(allowed=sorted(modules)))
+
+    def bwrap_argv(self, run: Path, submission: Path, inner: list[str]) -> list[str]:
+        """The bwrap command that runs `inner` (argv inside the sandbox) for one kernel."""
+        as_root = os.geteuid() == 0
+        argv = [self.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+        argv += ["--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent"]
+        argv += ["--new-session", "--clearenv"]
+        if not as_root:
+            argv += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+            argv += ["--disable-userns"]
+        mounts = [("--ro-bind", "/usr", "/usr")]
+        for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+            if os.path.islink(top):
+                mounts.append(("--symlink", os.readlink(top), top))
+            elif os.path.isdir(top):
+                mounts.append(("--ro-bind", top, top))
+        for name in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "localtime"):
+            if os.path.exists(f"/etc/{name}"):
+                mounts.append(("--ro-bind", f"/etc/{name}", f"/etc/{name}"))
+        base = Path(sys.base_prefix).resolve()
+        if not base.is_relative_to("/usr"):
+            mounts.append(("--ro-bind", str(base), str(base)))
+        if Path(sys.prefix).resolve() != base:
+            mounts.append(("--ro-bind", sys.prefix, VENV))
+        cpu = "/sys/devices/system/cpu"  # torch reads the CPU topology
+        if os.path.isdir(cpu):
+            mounts.append(("--ro-bind", cpu, cpu))
+        package = Path(str(files("seqmodels"))).resolve()
+        for source, dest in ((Path(sys.prefix).resolve(), VENV), (base, str(base))):
+            if package.is_relative_to(source):  # installed, not editable: hide its sources
+                mounts.append(("--tmpfs", "", f"{dest}/{package.relative_to(source)}"))
+        mounts += [
+            ("--ro-bind", str(run / "passwd"), "/etc/passwd"),
+            ("--ro-bind", str(run / "group"), "/etc/group"),
+            ("--ro-bind", str(run / "course"), COURSE),
+            ("--bind", str(run / "ipc"), KERNEL),
+            ("--ro-bind", str(run / "connection.json"), CONNECTION),
+            ("--ro-bind", str(submission), SUBMISSION),
+        ]
+        # bwrap would create missing parents of mount points with mode 0700: make them 0755
+        parents = sorted(
+            {str(p) for _, _, dest in mounts for p in Path(dest).parents if str(p) != "/"},
+            key=lambda p: p.count("/"),
+        )
+        for parent in parents:
+            if not any(dest == parent for _, _, dest in mounts):
+                argv += ["--perms", "0755", "--dir", parent]
+        for kind, source, dest in mounts:
+            argv += [kind, source, dest] if source else [kind, dest]
+        argv += ["--proc", "/proc", "--dev", "/dev"]
+        for device in sorted(Path("/dev").glob("nvidia*")):  # CUDA, when the machine has it
+            argv += ["--dev-bind", str(device), str(device)]
+        for path, megabytes in (("/dev/shm", 64), ("/tmp", 64), (HOME, self.scratch_mb)):
+            argv += ["--perms", "1777", "--size", str(megabytes * 2**20), "--tmpfs", path]
+        argv += ["--chdir", HOME]
+        env = {
+            "HOME": HOME,
+            "TMPDIR": "/tmp",
+            "PATH": f"{self.python_prefix()}/bin:/usr/bin:/bin",
+            "PYTHONPATH": COURSE,
+            "PYTHONNOUSERSITE": "1",
+            "LANG": "C.UTF-8",
+            "MPLBACKEND": "Agg",
+            "MPLCONFIGDIR": f"{HOME}/.matplotlib",
+        }
+        for name in ("SEQMODELS_DEVICE", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS"):
+            if name in os.environ:
+                env[name] = os.environ[name]
+        for name, value in env.items():
+            argv += ["--setenv", name, value]
+        if as_root:  # namespaces need root here; the kernel itself runs as SANDBOX_UID
+            for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"):
+                argv += ["--cap-add", cap]
+            argv += ["--", "setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}"]
+            argv += ["--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+        return [*argv, "--", *inner]
+
+    def python_prefix(self) -> str:
+        """Where the Python environment is inside the sandbox."""
+        base = str(Path(sys.base_prefix).resolve())
+        return VENV if Path(sys.prefix).resolve() != Path(base) else base
+
+    def python(self) -> str:
+        return f"{self.python_prefix()}/bin/python{sysconfig.get_python_version()}"
+
+    # ------------------------------------------------------------------ limits
+    def rlimits(self) -> None:
+        """Per-process limits (in the child before exec; inherited by everything it starts)."""
+        memory = self.memory_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_seconds, self.cpu_seconds))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    def describe(self) -> str:
+        """Which limits apply on this machine, for the log (creates and removes a trial cgroup)."""
+        trial = Cgroup(f"seqmodels-probe-{uuid.uuid4().hex[:8]}", 2**30, 16, 1.0)
+        limits = set(trial.limits)
+        trial.remove()
+        whole = []
+        if "memory" in limits:
+            whole.append(f"memory {self.memory_mb} MiB")
+        if "pids" in limits:
+            whole.append(f"{self.max_processes} processes")
+        if "cpu" in limits:
+            whole.append(f"{self.cpu_cores:g} CPU core(s)")
+        per_process = f"per process: address space {self.memory_mb} MiB, CPU {self.cpu_seconds} s"
+        if whole:
+            return f"cgroup for the whole sandbox: {', '.join(whole)}; {per_process}"
+        return f"no writable cgroup here, so {per_process} only (not summed over processes)"
+
+    def check(self) -> str:
+        """Start a trivial sandbox; raise `SandboxUnavailable` saying why not; else `describe()`."""
+        if shutil.which(self.bwrap) is None:
+            raise SandboxUnavailable(
+                f"bubblewrap ({self.bwrap}) is not installed (Debian/Ubuntu: apt-get install "
+                "bubblewrap)"
+            )
+        if os.geteuid() == 0 and shutil.which("setpriv") is None:
+            raise SandboxUnavailable("setpriv (util-linux) is needed to drop root in the sandbox")
+        with tempfile.TemporaryDirectory(prefix="seqmodels-check-") as tmp:
+            run = Path(tmp)
+            self.prepare(run, {})
+            argv = self.bwrap_argv(run, run / "course", [self.python(), "-c", "print('ok')"])
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        if result.returncode or result.stdout.strip() != "ok":
+            raise SandboxUnavailable(
+                f"bwrap could not start a sandbox here (exit {result.returncode}): "
+                f"{result.stderr.strip()[-500:]}"
+            )
+        return self.describe()
+
+    def prepare(self, run: Path, connection: dict) -> None:
+        """Lay out a kernel's private folder: staged course modules, socket folder, connection."""
+        (run / "course").mkdir()
+        self.stage_course(run / "course")
+        ipc = run / "ipc"
+        ipc.mkdir(mode=0o700)
+        if os.geteuid() == 0:
+            os.chown(ipc, SANDBOX_UID, SANDBOX_UID)
+        (run / "connection.json").write_text(json.dumps(connection))
+        (run / "passwd").write_text(f"student:x:{SANDBOX_UID}:{SANDBOX_UID}::{HOME}:/bin/sh\n")
+        (run / "group").write_text(f"student:x:{SANDBOX_UID}:\n")
+        (run / "connection.json").chmod(0o644)
+        for path in (run / "course").rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        (run / "course").chmod(0o755)
+
+
+class CappedKernelClient(AsyncKernelClient):
+    """A kernel client whose sockets refuse any message over `max_message_bytes` (ZMQ_MAXMSGSIZE).
+
+    Outputs up to that size are read and then capped by `GuardedExecute`; a larger one is refused
+    by ZMQ before the grader holds it, which also ends that kernel's output channel: the grader
+    notes it and the later cells' results are lost (no honest notebook prints 256 MB at once).
+    """
+
+    max_message_bytes = 256 * 2**20
+
+    def _create_connected_socket(self, channel: str, identity: bytes | None = None):
+        sock = self.context.socket(channel_socket_types[channel])
+        sock.linger = 1000
+        if identity:
+            sock.identity = identity
+        sock.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
+        sock.connect(self._make_url(channel))
+        return sock
+
+
+class CappedKernelManager(AsyncKernelManager):
+    """A local kernel (no sandbox) whose client caps message sizes."""
+
+    client_factory = Type(klass=CappedKernelClient)
+    limits = Sandbox()
+
+    async def _async_pre_start_kernel(self, **kw):
+        kw.setdefault("preexec_fn", self.limits.rlimits)
+        return await super()._async_pre_start_kernel(**kw)
+
+
+class SandboxedKernelManager(CappedKernelManager):
+    """An ipykernel started inside `Sandbox`; the grader's side of the ipc sockets is private."""
+
+    sandbox = Sandbox()
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.transport = "ipc"
+        self._run = Path(tempfile.mkdtemp(prefix="seqmodels-kernel-"))
+        self.ip = str(self._run / "ipc" / "k")
+        self.connection_file = str(self._run / "grader-connection.json")
+        self._cgroup: Cgroup | None = None
+        self._submission: Path | None = None
+
+    async def _async_pre_start_kernel(self, **kw):
+        self._submission = Path(kw.pop("cwd", None) or self._run / "course").resolve()
+        kw["cwd"] = str(self._run)
+        sandbox = self.sandbox
+        self._cgroup = cgroup = Cgroup(
+            f"seqmodels-{uuid.uuid4().hex[:12]}",
+            sandbox.memory_mb * 2**20,
+            sandbox.max_processes,
+            sandbox.cpu_cores,
+        )
+
+        def limit() -> None:
+            cgroup.join()
+            sandbox.rlimits()
+
+        kw["preexec_fn"] = limit
+        kw["env"] = {}  # bwrap --clearenv: the kernel's environment is set in bwrap_argv
+        kw["stdout"] = subprocess.DEVNULL  # the kernel's own banner; its stderr goes to the log
+        return await super()._async_pre_start_kernel(**kw)
+
+    def write_connection_file(self, **kwargs) -> None:
+        super().write_connection_file(**kwargs)
+        info = json.loads(Path(self.connection_file).read_text())
+        info["ip"] = f"{KERNEL}/k"  # the same sockets, seen from inside the sandbox
+        if (self._run / "course").exists():
+            (self._run / "connection.json").write_text(json.dumps(info))
+        else:
+            self.sandbox.prepare(self._run, info)
+
+    def format_kernel_cmd(self, extra_arguments=None) -> list[str]:
+        assert self.kernel_spec is not None
+        self.kernel_spec.interrupt_mode = "message"  # signals do not cross into the sandbox
+        inner = [self.sandbox.python(), "-c", BOOT, "-f", CONNECTION, *(extra_arguments or [])]
+        return self.sandbox.bwrap_argv(self._run, self._submission or self._run, inner)
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        self._release()
+
+    cleanup_resources = _async_cleanup_resources
+
+    def _release(self) -> None:
+        if self._cgroup is not None:
+            self._cgroup.kill_all()
+            self._cgroup.remove()
+            self._cgroup = None
+        shutil.rmtree(self._run, ignore_errors=True)
+
+    def __del__(self) -> None:
+        if hasattr(self, "_run"):
+            self._release()
