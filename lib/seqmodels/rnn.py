@@ -1,0 +1,373 @@
+r"""The Elman RNN and the RNN language model (Chapter 3), with hand-written and truncated BPTT.
+
+The Elman RNN reads $x_1, \dots, x_T$ and keeps a hidden state
+
+$$h_t = \tanh(W_{xh} x_t + b_{xh} + W_{hh} h_{t-1} + b_{hh}), \qquad h_0 \text{ given (zeros by default)}.$$
+
+The lecture writes one bias $b$; it is $b_{xh} + b_{hh}$. We keep ``torch.nn.RNN``'s two biases, and
+its parameter names, so its weights copy one-to-one: ``weight_ih_l0`` = $W_{xh}$ ``(d_h, d_in)``,
+``weight_hh_l0`` = $W_{hh}$ ``(d_h, d_h)``, ``bias_ih_l0`` = $b_{xh}$, ``bias_hh_l0`` = $b_{hh}$
+``(d_h,)``. The same weights are used at every step (parameter tying across time).
+
+The RNN language model predicts each next token from the state, $p(\cdot \mid x_{\le t}) =
+\mathrm{softmax}(W_{hy} h_t + b_y)$, where $h_t$ has read the embeddings of $x_1..x_t$.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _lengths_to_mask(
+    lengths: torch.Tensor | None, mask: torch.Tensor | None, batch: int, time: int
+) -> torch.Tensor | None:
+    """A boolean `(batch, time)` mask (True = a real token) from `lengths: (batch,)` or `mask`."""
+    if lengths is not None and mask is not None:
+        raise ValueError("expected lengths or mask, not both")
+    if lengths is not None:
+        lengths = torch.as_tensor(lengths)
+        if lengths.shape != (batch,) or lengths.is_floating_point():
+            raise ValueError(
+                f"expected integer lengths of shape ({batch},), got {lengths.dtype} {tuple(lengths.shape)}"
+            )
+        if lengths.numel() and (lengths.min() < 0 or lengths.max() > time):
+            raise ValueError(f"expected lengths in 0 .. {time}, got {lengths.tolist()}")
+        return torch.arange(time, device=lengths.device) < lengths[:, None]
+    if mask is not None:
+        if mask.shape != (batch, time) or mask.dtype != torch.bool:
+            raise ValueError(
+                f"expected a bool mask of shape ({batch}, {time}), got {mask.dtype} {tuple(mask.shape)}"
+            )
+    return mask
+
+
+class ElmanRNN(nn.Module):
+    r"""$h_t = \tanh(W_{xh} x_t + b_{xh} + W_{hh} h_{t-1} + b_{hh})$, one step at a time, batch first.
+
+    Parameters are named as in ``nn.RNN`` (see the module docstring) and initialised as it does,
+    uniform in $\pm 1/\sqrt{d_h}$.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        for name, value in [("input_size", input_size), ("hidden_size", hidden_size)]:
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"expected {name} to be a positive integer, got {value!r}")
+        self.input_size, self.hidden_size = input_size, hidden_size
+        self.weight_ih_l0 = nn.Parameter(torch.empty(hidden_size, input_size))
+        self.weight_hh_l0 = nn.Parameter(torch.empty(hidden_size, hidden_size))
+        self.bias_ih_l0 = nn.Parameter(torch.empty(hidden_size))
+        self.bias_hh_l0 = nn.Parameter(torch.empty(hidden_size))
+        bound = 1 / math.sqrt(hidden_size)
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        h0: torch.Tensor | None = None,
+        lengths: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Run over `x: (batch, time, d_in)` from `h0: (batch, d_h)` (zeros if None).
+
+        Returns ``outputs: (batch, time, d_h)`` (every $h_t$) and ``h_last: (batch, d_h)``. With
+        `lengths: (batch,)` or a bool `mask: (batch, time)` (True = real token), a padded step keeps
+        the state, $h_t = h_{t-1}$, and its output is 0 (as ``pad_packed_sequence`` gives), so
+        ``h_last`` is each sequence's state after its own last real token.
+        """
+        if x.ndim != 3 or x.shape[2] != self.input_size:
+            raise ValueError(
+                f"expected x of shape (batch, time, {self.input_size}), got {tuple(x.shape)}"
+            )
+        batch, time, _ = x.shape
+        if h0 is None:
+            h = x.new_zeros(batch, self.hidden_size)
+        elif h0.shape != (batch, self.hidden_size):
+            raise ValueError(
+                f"expected h0 of shape ({batch}, {self.hidden_size}), got {tuple(h0.shape)}"
+            )
+        else:
+            h = h0
+        mask = _lengths_to_mask(lengths, mask, batch, time)
+        # the input projection does not depend on h: one matmul for all steps
+        xw = x @ self.weight_ih_l0.T + self.bias_ih_l0  # (batch, time, d_h)
+        outputs = []
+        for t in range(time):
+            h_new = torch.tanh(xw[:, t] + h @ self.weight_hh_l0.T + self.bias_hh_l0)
+            if mask is None:
+                h = h_new
+                outputs.append(h)
+            else:
+                m = mask[:, t, None]
+                h = torch.where(m, h_new, h)
+                outputs.append(torch.where(m, h_new, torch.zeros_like(h_new)))
+        out = torch.stack(outputs, 1) if outputs else x.new_zeros(batch, 0, self.hidden_size)
+        return out, h
+
+    @torch.no_grad()
+    def copy_from(self, rnn: nn.RNN) -> ElmanRNN:
+        """Copy the weights of a one-layer, unidirectional, tanh ``nn.RNN`` with biases; return self."""
+        expected = (self.input_size, self.hidden_size, 1, "tanh", True, False)
+        got = (
+            rnn.input_size,
+            rnn.hidden_size,
+            rnn.num_layers,
+            rnn.nonlinearity,
+            rnn.bias,
+            rnn.bidirectional,
+        )
+        if got != expected or rnn.proj_size:
+            raise ValueError(
+                "expected nn.RNN(input_size, hidden_size, num_layers, nonlinearity, bias, bidirectional)"
+                f" = {expected}, got {got}"
+            )
+        for name, p in self.named_parameters():
+            p.copy_(getattr(rnn, name))
+        return self
+
+    @classmethod
+    def from_torch(cls, rnn: nn.RNN) -> ElmanRNN:
+        """A new ``ElmanRNN`` with `rnn`'s sizes, weights, dtype and device."""
+        p = rnn.weight_ih_l0
+        return cls(rnn.input_size, rnn.hidden_size).to(p.device, p.dtype).copy_from(rnn)
+
+
+class RNNLM(nn.Module):
+    r"""Embedding → Elman RNN → linear: $p(x_{t+1} \mid x_{\le t}) = \mathrm{softmax}(W_{hy} h_t + b_y)$.
+
+    `core` = ``"elman"`` uses the hand-written :class:`ElmanRNN`, ``"torch"`` uses ``nn.RNN``
+    (batch first, tanh); both have the same parameter names, so a ``state_dict`` loads into either.
+    Attributes: ``embedding`` $E$ ``(V, d_e)``, ``rnn``, ``output`` ($W_{hy}$ ``(V, d_h)``, $b_y$ ``(V,)``).
+    """
+
+    def __init__(
+        self, vocab_size: int, embed_dim: int = 64, hidden_dim: int = 128, core: str = "elman"
+    ):
+        super().__init__()
+        if core not in ("elman", "torch"):
+            raise ValueError(f"expected core 'elman' or 'torch', got {core!r}")
+        sizes = [("vocab_size", vocab_size), ("embed_dim", embed_dim), ("hidden_dim", hidden_dim)]
+        for name, value in sizes:
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"expected {name} to be a positive integer, got {value!r}")
+        self.vocab_size, self.core = vocab_size, core
+        self.embedding = nn.Embedding(vocab_size, embed_dim)
+        if core == "elman":
+            self.rnn: nn.Module = ElmanRNN(embed_dim, hidden_dim)
+        else:
+            self.rnn = nn.RNN(embed_dim, hidden_dim, batch_first=True)
+        self.output = nn.Linear(hidden_dim, vocab_size)
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        h0: torch.Tensor | None = None,
+        lengths: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits ``(batch, time, vocab_size)`` and last state ``(batch, d_h)`` for `tokens: (batch, time)` ids.
+
+        `h0: (batch, d_h)` continues from a state (truncated BPTT); `lengths: (batch,)` marks padding,
+        after which the state is frozen (the torch core packs the batch; it needs lengths ≥ 1).
+        """
+        if tokens.ndim != 2:
+            raise ValueError(f"expected tokens of shape (batch, time), got {tuple(tokens.shape)}")
+        if tokens.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"expected integer token ids, got dtype {tokens.dtype}")
+        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
+            raise IndexError(f"token ids must lie in 0 .. {self.vocab_size - 1}")
+        x = self.embedding(tokens)
+        if self.core == "elman":
+            out, h = self.rnn(x, h0, lengths=lengths)
+            return self.output(out), h
+        hidden = self.rnn.hidden_size
+        if h0 is not None and h0.shape != (len(tokens), hidden):
+            raise ValueError(
+                f"expected h0 of shape ({len(tokens)}, {hidden}), got {tuple(h0.shape)}"
+            )
+        h0_torch = None if h0 is None else h0[None].contiguous()
+        if lengths is None:
+            out, h = self.rnn(x, h0_torch)
+        else:
+            lengths = torch.as_tensor(lengths).cpu()
+            _lengths_to_mask(lengths, None, *tokens.shape)  # validates
+            if lengths.numel() and lengths.min() < 1:
+                raise ValueError("the torch core packs the batch and needs every length >= 1")
+            packed = nn.utils.rnn.pack_padded_sequence(
+                x, lengths, batch_first=True, enforce_sorted=False
+            )
+            out, h = self.rnn(packed, h0_torch)
+            out, _ = nn.utils.rnn.pad_packed_sequence(
+                out, batch_first=True, total_length=tokens.shape[1]
+            )
+        return self.output(out), h[0]
+
+    def parameter_count(self) -> int:
+        """The number of trainable scalars: $V d_e + d_h d_e + d_h^2 + 2 d_h + V d_h + V$."""
+        return sum(p.numel() for p in self.parameters())
+
+
+def masked_sequence_nll(
+    logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    r"""Mean NLL over real tokens only, $-\frac{1}{\sum m}\sum_{b,t} m_{bt} \log p(y_{bt})$, in nats.
+
+    `logits: (batch, time, V)`, `targets: (batch, time)` ids, `mask: (batch, time)` bool (True = real).
+    Each real token counts once, whatever the padding; padded positions are never read (their
+    logits may be anything, even NaN, their targets any integer) and get zero gradient.
+    """
+    if logits.ndim != 3:
+        raise ValueError(f"expected logits of shape (batch, time, V), got {tuple(logits.shape)}")
+    if targets.shape != logits.shape[:2] or mask.shape != logits.shape[:2]:
+        raise ValueError(
+            f"expected targets and mask of shape {tuple(logits.shape[:2])}, "
+            f"got {tuple(targets.shape)} and {tuple(mask.shape)}"
+        )
+    if mask.dtype != torch.bool:
+        raise TypeError(f"expected a bool mask, got dtype {mask.dtype}")
+    if not mask.any():
+        raise ValueError("expected at least one real token (the mask is all False)")
+    return F.cross_entropy(logits[mask], targets[mask])
+
+
+# ---- backpropagation through time -----------------------------------------------------------
+
+
+@dataclass
+class BPTTGradients:
+    """Gradients of a loss with respect to an Elman RNN's parameters, its initial state and its inputs."""
+
+    weight_ih_l0: torch.Tensor  # dL/dW_xh: (d_h, d_in)
+    weight_hh_l0: torch.Tensor  # dL/dW_hh: (d_h, d_h)
+    bias_ih_l0: torch.Tensor  # dL/db_xh: (d_h,)
+    bias_hh_l0: torch.Tensor  # dL/db_hh: (d_h,)
+    h0: torch.Tensor  # dL/dh_0: (batch, d_h)
+    x: torch.Tensor  # dL/dx: (batch, time, d_in)
+
+
+def hidden_jacobian(rnn: ElmanRNN, h_t: torch.Tensor) -> torch.Tensor:
+    r"""The step Jacobian $\partial h_t/\partial h_{t-1} = \mathrm{diag}(1 - h_t^2)\,W_{hh}$.
+
+    `h_t: (batch, d_h)` → ``(batch, d_h, d_h)``. Products of these over time decide whether a
+    gradient vanishes or explodes (Chapter 4).
+    """
+    return (1 - h_t**2)[:, :, None] * rnn.weight_hh_l0.detach()[None]
+
+
+@torch.no_grad()
+def bptt(
+    rnn: ElmanRNN, x: torch.Tensor, grad_outputs: torch.Tensor, h0: torch.Tensor | None = None
+) -> BPTTGradients:
+    r"""Backpropagation through time written out, for a loss $L$ given $\bar h_t = \partial L/\partial h_t$ for every t.
+
+    `x: (batch, time, d_in)`, `grad_outputs: (batch, time, d_h)` (the direct gradients, e.g. from the
+    output layer at each step), `h0: (batch, d_h)`. Forward, storing every $h_t$; then for
+    $t = T, \dots, 1$, with $g_t = \bar h_t + (\text{what flows back from } h_{t+1})$:
+
+    $$\bar a_t = g_t \odot (1 - h_t^2),\quad \bar W_{xh} \mathrel{+}= \bar a_t^\top x_t,\quad
+    \bar W_{hh} \mathrel{+}= \bar a_t^\top h_{t-1},\quad \bar b \mathrel{+}= \textstyle\sum_b \bar a_t,\quad
+    g_{t-1} \mathrel{+}= \bar a_t W_{hh},$$
+
+    the vector–Jacobian product with $\partial h_t/\partial h_{t-1}$ (:func:`hidden_jacobian`) without
+    forming it. The weights get a sum over time because they are shared across steps.
+    """
+    outputs, _ = rnn(x, h0)
+    batch, time, _ = x.shape
+    if grad_outputs.shape != outputs.shape:
+        raise ValueError(
+            f"expected grad_outputs of shape {tuple(outputs.shape)}, got {tuple(grad_outputs.shape)}"
+        )
+    h0 = x.new_zeros(batch, rnn.hidden_size) if h0 is None else h0
+    states = torch.cat([h0[:, None], outputs], 1)  # h_0 .. h_T: (batch, time + 1, d_h)
+    w_xh, w_hh = rnn.weight_ih_l0, rnn.weight_hh_l0
+    grads = {name: torch.zeros_like(p) for name, p in rnn.named_parameters()}
+    dx = torch.zeros_like(x)
+    g = torch.zeros_like(h0)  # dL/dh_t from the future
+    for t in reversed(range(time)):
+        g = g + grad_outputs[:, t]
+        da = g * (1 - states[:, t + 1] ** 2)  # through tanh: (batch, d_h)
+        grads["weight_ih_l0"] += da.T @ x[:, t]
+        grads["weight_hh_l0"] += da.T @ states[:, t]
+        grads["bias_ih_l0"] += da.sum(0)
+        grads["bias_hh_l0"] += da.sum(0)
+        dx[:, t] = da @ w_xh
+        g = da @ w_hh  # dL/dh_{t-1}
+    return BPTTGradients(**grads, h0=g, x=dx)
+
+
+# ---- truncated BPTT on a long stream ----------------------------------------------------------
+
+
+def truncated_bptt_batches(
+    stream: torch.Tensor, batch_size: int, window: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Cut a long `stream: (N,)` of ids into `batch_size` contiguous rows and yield windows of them.
+
+    Yields ``(inputs, targets)``, each ``(batch_size, ≤ window)``, targets shifted by one. Row b of
+    window k+1 continues row b of window k, so the hidden state at the end of one window is the right
+    state to start the next from. The last ``(N - 1) mod batch_size`` tokens are dropped.
+    """
+    if stream.ndim != 1 or stream.is_floating_point():
+        raise ValueError(
+            f"expected a 1-D stream of integer ids, got {stream.dtype} {tuple(stream.shape)}"
+        )
+    if batch_size < 1 or window < 1:
+        raise ValueError(f"expected batch_size >= 1 and window >= 1, got {batch_size} and {window}")
+    per_row = (len(stream) - 1) // batch_size
+    if per_row < 1:
+        raise ValueError(f"a stream of {len(stream)} tokens is too short for {batch_size} rows")
+    inputs = stream[: per_row * batch_size].view(batch_size, per_row)
+    targets = stream[1 : per_row * batch_size + 1].view(batch_size, per_row)
+    for start in range(0, per_row, window):
+        yield inputs[:, start : start + window], targets[:, start : start + window]
+
+
+def truncated_bptt_step(
+    model: RNNLM,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    h: torch.Tensor | None,
+    optimizer: torch.optim.Optimizer,
+    clip: float | None = None,
+) -> tuple[float, torch.Tensor]:
+    """One training step on a window: start from the carried state `h`, backprop within the window only.
+
+    Returns the window's mean loss (nats per token) and the final state *detached*: the next window
+    starts from its value, but no gradient flows back into this window. What is lost: the loss at a
+    step never sends gradient to tokens more than `window` steps before it in the stream, so the
+    model is not trained to keep information longer than that (it may still happen to).
+    """
+    logits, h_last = model(inputs, h0=h)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    optimizer.zero_grad()
+    loss.backward()
+    if clip is not None:
+        nn.utils.clip_grad_norm_(model.parameters(), clip)
+    optimizer.step()
+    return loss.item(), h_last.detach()
+
+
+def train_truncated_bptt(
+    model: RNNLM,
+    stream: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    batch_size: int = 32,
+    window: int = 35,
+    clip: float | None = 1.0,
+) -> list[float]:
+    """One pass over `stream: (N,)` with truncated BPTT, the state carried across windows; each window's loss."""
+    device = next(model.parameters()).device
+    model.train()
+    h, losses = None, []
+    for inputs, targets in truncated_bptt_batches(stream, batch_size, window):
+        loss, h = truncated_bptt_step(
+            model, inputs.to(device), targets.to(device), h, optimizer, clip
+        )
+        losses.append(loss)
+    return losses
