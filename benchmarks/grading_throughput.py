@@ -27,6 +27,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from ps1_submissions import fill, solution_answers  # noqa: E402
 
 BIN = Path(sys.executable).parent
+# nbgrader calls `alembic` by name: the virtual environment's bin must be on PATH
+ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 STOCK_CONFIG = """c = get_config()
 c.CourseDirectory.root = {root!r}
 c.CourseDirectory.source_directory = "solutions"
@@ -51,6 +53,7 @@ def make_course(students: int, stock: bool) -> Path:
         [BIN / "nbgrader", "generate_assignment", "ps1", "--force", "--log-level=ERROR"],
         cwd=root,
         check=True,
+        env=ENV,
     )
     source = nbformat.read(root / "solutions/ps1/ps1.ipynb", as_version=4)
     release = nbformat.read(root / "assignments/ps1/ps1.ipynb", as_version=4)
@@ -64,7 +67,7 @@ def make_course(students: int, stock: bool) -> Path:
 
 def timed(cmd: list, root: Path) -> tuple[float, str]:
     start = time.perf_counter()
-    result = subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True)
+    result = subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True, env=ENV)
     return time.perf_counter() - start, result.stdout
 
 

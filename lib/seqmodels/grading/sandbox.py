@@ -297,6 +297,9 @@ class Sandbox:
             "MPLBACKEND": "Agg",
             "MPLCONFIGDIR": f"{HOME}/.matplotlib",
         }
+        # as many math threads as the sandbox has cores: more would only spin against the quota
+        threads = str(max(1, int(self.cpu_cores)))
+        env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
         for name in ("SEQMODELS_DEVICE", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS"):
             if name in os.environ:
                 env[name] = os.environ[name]
