@@ -46,10 +46,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check lib tests benchmarks book/_ext
 
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -m "not browser"
+	$(BIN)/python -m pytest -m "not browser and not built"
 
 site-test: $(STAMP)
-	$(BIN)/python -m pytest -m browser
+	$(BIN)/python -m pytest -m "browser or built"
 
 test: lint pytest book site-test
 
