@@ -6,6 +6,8 @@ One module per concept, so a reader finds the code of a chapter at once:
 - ``metrics``: cross-entropy and perplexity.
 - ``ngram``: count-based n-gram models (MLE, add-k, interpolated Kneser–Ney).
 - ``feedforward``: the neural language model of Bengio et al. (2003).
+- ``autodiff``: a small reverse-mode autodiff engine over tensors; gradient checking.
+- ``rnn``: the Elman RNN, the RNN language model, masked losses, BPTT and truncated BPTT.
 - ``synthetic``: the agreement language, with its exact entropy rate.
 - ``train``: training and evaluation loops; ``device``, ``seeding``: where and how repeatably.
 - ``plots``, ``widgets``: the chapters' figures and interactive views.
