@@ -432,3 +432,26 @@ def test_the_round_trip_as_an_ordinary_user(tmp_path_factory):
     assert not canary.exists()
     assert sandbox_processes() == []
     shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_symbolic_link_in_a_submission_is_not_followed(tmp_path):
+    """A submitted link to the references would be copied, dereferenced, next to the notebook."""
+    course = new_course(tmp_path / "course")
+    release, answers = release_and_answers(course)
+    leak = (
+        "import os\n\n\ndef bigram_counts(sentences, vocab_size):\n"
+        "    if os.path.getsize('leak.safetensors') < 100:\n"
+        "        raise RuntimeError('nothing leaked')\n"
+        + "\n".join("    " + line for line in answers["bigram_counts"].splitlines()[1:])
+    )
+    submit(
+        course,
+        {"symlink": nbformat.writes(fill(release, {**answers, "bigram_counts": leak})).encode()},
+    )
+    folder = course / "grading" / "submitted" / "symlink" / PS
+    (folder / "leak.safetensors").symlink_to(
+        course / "solutions" / PS / "references" / f"{PS}.safetensors"
+    )
+    result = run(course, str(BIN / "python"), "-m", "seqmodels.grading.run", PS, env=LIMITS)
+    assert "removed the symbolic link leak.safetensors" in result.stdout
+    assert float(read_csv(course)["symlink"]["score"]) == 8  # task 1 earns nothing

@@ -98,6 +98,17 @@ def repair_unreadable(submission: Path, release: Path) -> list[str]:
     return notes
 
 
+def drop_links(submission: Path) -> list[str]:
+    """Remove symbolic links from a submission before nbgrader copies it (it would follow them,
+    copying whatever they point at, e.g. the references, where the kernel can read it)."""
+    notes = []
+    for path in sorted(submission.rglob("*")):
+        if path.is_symlink():
+            notes.append(f"removed the symbolic link {path.relative_to(submission)} (not graded)")
+            path.unlink()
+    return notes
+
+
 # ---------------------------------------------------------------------------- status files
 def status_file(assignment: str, student: str) -> Path:
     return ROOT / "grading" / "status" / assignment / f"{student}.json"
@@ -350,7 +361,8 @@ def main() -> int:
         print(f"cannot grade: the reference outputs are not usable: {error}")
         return 2
     for student in students:
-        for note in repair_unreadable(submitted / student / args.assignment, release):
+        folder = submitted / student / args.assignment
+        for note in drop_links(folder) + repair_unreadable(folder, release):
             print(f"{student}: {note}")
     earlier = {s: read_status(args.assignment, s) for s in students}
     todo = [s for s in students if args.force or not earlier[s]]

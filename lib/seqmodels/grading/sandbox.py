@@ -65,8 +65,10 @@ HOME = "/home/student"
 BOOT = (
     "import os, shutil\n"
     f"for e in os.scandir({SUBMISSION!r}):\n"
-    "    if e.is_dir(follow_symlinks=False): shutil.copytree(e.path, e.name, symlinks=True)\n"
-    "    else: shutil.copy(e.path, e.name, follow_symlinks=False)\n"
+    "    try:\n"
+    "        if e.is_dir(follow_symlinks=False): shutil.copytree(e.path, e.name, symlinks=True)\n"
+    "        else: shutil.copy(e.path, e.name, follow_symlinks=False)\n"
+    "    except OSError: pass  # an unreadable file is not copied; the kernel still starts\n"
     "import runpy\n"
     "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)\n"
 )
