@@ -4,15 +4,12 @@ These tests build a two-page copy of the book (the real _config.yml and extensio
 a temporary folder, so they check the configuration without re-executing the real chapters.
 """
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+from tiny_book import build_tiny_book
 
 CHAPTER = """\
 ---
@@ -34,24 +31,8 @@ print(perplexity(0.0, 3))
 def build(
     tmp_path: Path, extra_code: str = "", extra_text: str = ""
 ) -> subprocess.CompletedProcess:
-    (tmp_path / "book").mkdir()
-    shutil.copy(ROOT / "_config.yml", tmp_path)
-    shutil.copytree(ROOT / "book" / "_ext", tmp_path / "book" / "_ext")
-    for name in ("references.bib", "favicon.svg"):
-        shutil.copy(ROOT / "book" / name, tmp_path / "book")
-    (tmp_path / "book" / "intro.md").write_text("# Intro\n\nA test book.\n")
-    (tmp_path / "book" / "ch99_tiny.md").write_text(
-        CHAPTER.format(extra_code=extra_code, extra_text=extra_text)
-    )
-    (tmp_path / "_toc.yml").write_text(
-        "format: jb-book\nroot: book/intro\nchapters:\n  - file: book/ch99_tiny\n"
-    )
-    return subprocess.run(
-        [JUPYTER_BOOK, "build", str(tmp_path), "--builder", "html", "-W", "-n", "--keep-going"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    chapter = CHAPTER.format(extra_code=extra_code, extra_text=extra_text)
+    return build_tiny_book(tmp_path, {"ch99_tiny": chapter})
 
 
 @pytest.mark.book

@@ -1,0 +1,31 @@
+"""A tiny copy of the book (the real _config.yml, extension and bibliography) for build tests."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+
+
+def build_tiny_book(root: Path, pages: dict[str, str]) -> subprocess.CompletedProcess:
+    """Build a book in `root` whose pages are `pages` ({name: Markdown}, in order) after an intro."""
+    (root / "book").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "_config.yml", root)
+    shutil.copytree(ROOT / "book" / "_ext", root / "book" / "_ext")
+    for name in ("references.bib", "favicon.svg"):
+        shutil.copy(ROOT / "book" / name, root / "book")
+    (root / "book" / "intro.md").write_text("# Intro\n\nA test book.\n")
+    for name, text in pages.items():
+        (root / "book" / f"{name}.md").write_text(text)
+    chapters = "".join(f"  - file: book/{name}\n" for name in pages)
+    (root / "_toc.yml").write_text(f"format: jb-book\nroot: book/intro\nchapters:\n{chapters}")
+    return subprocess.run(
+        [JUPYTER_BOOK, "build", str(root), "--builder", "html", "-W", "-n", "--keep-going"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
