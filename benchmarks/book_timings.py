@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/book_timings.py            # everything (minutes)
     .venv/bin/python benchmarks/book_timings.py --chapters # chapter execution only
+    .venv/bin/python benchmarks/book_timings.py --chapters ch02 ch03  # only the chapters named
 
 Prints a table; writes nothing but _build/ (the clean build deletes and rebuilds it).
 """
@@ -47,12 +48,17 @@ def time_make_book() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chapters", action="store_true", help="only time chapter execution")
+    parser.add_argument(
+        "names", nargs="*", help="time only chapters whose file name starts with one of these"
+    )
     args = parser.parse_args()
     print(
         f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, Python {sys.version.split()[0]}"
     )
     for chapter in sorted((ROOT / "book").glob("ch*.md")):
+        if args.names and not chapter.stem.startswith(tuple(args.names)):
+            continue
         print(f"chapter {chapter.stem:<28} executes in {time_chapter(chapter):6.1f} s")
     if args.chapters:
         return
