@@ -11,14 +11,19 @@ from seqmodels.autodiff import (
     Node,
     concat,
     embedding,
+    feedforward_loss_of,
     feedforward_nll,
     nll,
     nodes_from_module,
     numerical_gradient,
+    numerical_partials,
     relative_error,
+    sample_entries,
+    sgd_feedforward,
     sgd_step,
 )
 from seqmodels.feedforward import FeedForwardLM
+from seqmodels.sgd import batch_indices, sgd_losses
 
 
 def _engine_and_torch_grads(build_engine, build_torch, *values, upstream=None):
@@ -218,3 +223,53 @@ def test_bad_input_is_refused_with_a_clear_message():
         nll(Node(torch.zeros(3, 4)), torch.tensor([0, 1]))
     with pytest.raises(TypeError, match="floating-point"):
         Node(torch.tensor([1, 2]), dtype=None)
+
+
+def test_numerical_partials_are_the_gradient_at_the_chosen_entries():
+    x = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+
+    def f(t):
+        return (t.sin() * t).sum()
+
+    full = numerical_gradient(f, x)
+    picked = numerical_partials(f, x, [0, 5, 11])
+    torch.testing.assert_close(picked, full.reshape(-1)[[0, 5, 11]])
+    torch.testing.assert_close(full, x.sin() + x * x.cos())  # d/dt (t sin t), by hand
+    with pytest.raises(IndexError, match=r"0 \.\. 11"):
+        numerical_partials(f, x, [12])
+    with pytest.raises(ValueError, match="eps > 0"):
+        numerical_partials(f, x, [0], eps=0.0)
+
+
+def test_the_engines_sgd_loop_follows_torch_sgd_loss_for_loss():
+    model, contexts, targets = _ffn(direct=False, seed=4)
+    params = nodes_from_module(model)
+    batches = batch_indices(len(targets), 5, 8, torch.Generator().manual_seed(0))
+    engine = sgd_feedforward(params, contexts, targets, batches, lr=0.3)
+    reference = sgd_losses(model, contexts, targets, batches, lr=0.3)
+    torch.testing.assert_close(torch.tensor(engine), torch.tensor(reference), rtol=0, atol=1e-12)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(params[name].value, p.detach())
+
+
+def test_loss_of_one_parameter_is_the_models_loss_in_the_requested_dtype():
+    model, contexts, targets = _ffn(direct=True, seed=5)
+    reference = F.cross_entropy(model(contexts), targets)
+    for name, p in model.named_parameters():
+        f = feedforward_loss_of(model, name, contexts, targets)
+        torch.testing.assert_close(f(p.detach()), reference.detach())
+    f32 = feedforward_loss_of(model, "H", contexts, targets, torch.float32)
+    value = f32(model.H.detach().float())
+    assert value.dtype == torch.float32
+    assert abs(value.item() - reference.item()) < 1e-5
+    with pytest.raises(KeyError, match="no parameter 'E'"):
+        feedforward_loss_of(model, "E", contexts, targets)
+
+
+def test_sampled_entries_are_distinct_and_nonzero():
+    grad = torch.zeros(50, 4, dtype=torch.float64)
+    grad[[3, 7, 9]] = 1.0  # 12 nonzero entries
+    picked = sample_entries(grad, 8, torch.Generator().manual_seed(0))
+    assert len(picked) == len(set(picked.tolist())) == 8
+    assert (grad.reshape(-1)[picked] != 0).all()
+    assert len(sample_entries(grad, 100, torch.Generator().manual_seed(0))) == 12

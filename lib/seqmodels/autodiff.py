@@ -259,6 +259,28 @@ def feedforward_nll(params: dict[str, Node], contexts: torch.Tensor, targets: to
     return nll(y.log_softmax(), targets)
 
 
+def feedforward_loss_of(
+    module: torch.nn.Module,
+    name: str,
+    contexts: torch.Tensor,
+    targets: torch.Tensor,
+    dtype: torch.dtype = torch.float64,
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    r"""$f(\theta) = L$, the engine's feedforward-LM loss as a function of parameter `name` alone, in `dtype`.
+
+    Every other parameter is `module`'s, cast to `dtype`; `f` takes a tensor shaped like that
+    parameter and returns the scalar loss (nats per token): what :func:`numerical_partials` needs.
+    """
+    params = nodes_from_module(module, dtype)
+    if name not in params:
+        raise KeyError(f"no parameter {name!r}; expected one of {sorted(params)}")
+
+    def f(value: torch.Tensor) -> torch.Tensor:
+        return feedforward_nll({**params, name: Node(value, dtype=dtype)}, contexts, targets).value
+
+    return f
+
+
 def nodes_from_module(
     module: torch.nn.Module, dtype: torch.dtype = torch.float64
 ) -> dict[str, Node]:
@@ -279,6 +301,59 @@ def sgd_step(params: Iterable[Node], lr: float) -> None:
         p.grad.zero_()
 
 
+def sgd_feedforward(
+    params: dict[str, Node],
+    contexts: torch.Tensor,
+    targets: torch.Tensor,
+    batches: Iterable[torch.Tensor],
+    lr: float,
+) -> list[float]:
+    r"""Train the feedforward LM on the engine: per batch, :func:`feedforward_nll`, ``backward``, :func:`sgd_step`.
+
+    `contexts: (N, n-1)`, `targets: (N,)` ids; `batches` yields index tensors `(batch,)` into them.
+    Returns the loss of each step (nats per token, before its update). `params` are updated in place.
+    """
+    losses = []
+    for idx in batches:
+        loss = feedforward_nll(params, contexts[idx], targets[idx])
+        loss.backward()
+        sgd_step(params.values(), lr)
+        losses.append(loss.value.item())
+    return losses
+
+
+def numerical_partials(
+    f: Callable[[torch.Tensor], torch.Tensor | float],
+    x: torch.Tensor,
+    indices: torch.Tensor | Sequence[int],
+    eps: float = 1e-6,
+    dtype: torch.dtype = torch.float64,
+) -> torch.Tensor:
+    r"""Central differences $(f(x + \epsilon e_i) - f(x - \epsilon e_i)) / 2\epsilon$ for $i$ in `indices`.
+
+    `indices` are positions in ``x.reshape(-1)`` (row-major); `f` maps a tensor shaped like `x` (of
+    `dtype`) to a scalar. Returns `(len(indices),)` in `dtype`. Checking a sample of entries is how
+    one checks a large parameter: two evaluations of `f` per entry.
+    """
+    if eps <= 0:
+        raise ValueError(f"expected eps > 0, got {eps}")
+    x = x.detach().to(dtype).clone()
+    flat = x.view(-1)
+    indices = torch.as_tensor(indices, dtype=torch.long).reshape(-1)
+    if indices.numel() and (indices.min() < 0 or indices.max() >= flat.numel()):
+        raise IndexError(f"indices must lie in 0 .. {flat.numel() - 1}")
+    out = torch.zeros(indices.numel(), dtype=dtype)
+    for j, i in enumerate(indices.tolist()):
+        old = flat[i].item()
+        flat[i] = old + eps
+        up = torch.as_tensor(f(x), dtype=dtype)
+        flat[i] = old - eps
+        down = torch.as_tensor(f(x), dtype=dtype)
+        flat[i] = old
+        out[j] = (up - down) / (2 * eps)
+    return out
+
+
 def numerical_gradient(
     f: Callable[[torch.Tensor], torch.Tensor | float],
     x: torch.Tensor,
@@ -292,18 +367,17 @@ def numerical_gradient(
     $\mathrm{machine\,eps}\cdot|f|/\epsilon$: keep float64 (machine eps $2\cdot 10^{-16}$); in float32
     ($10^{-7}$) no $\epsilon$ makes both small, which is why float32 checks mislead.
     """
-    x = x.detach().to(dtype).clone()
-    grad = torch.zeros_like(x)
-    flat, gflat = x.view(-1), grad.view(-1)
-    for i in range(flat.numel()):
-        old = flat[i].item()
-        flat[i] = old + eps
-        up = torch.as_tensor(f(x), dtype=dtype)
-        flat[i] = old - eps
-        down = torch.as_tensor(f(x), dtype=dtype)
-        flat[i] = old
-        gflat[i] = (up - down) / (2 * eps)
-    return grad
+    return numerical_partials(f, x, torch.arange(x.numel()), eps, dtype).reshape(x.shape)
+
+
+def sample_entries(grad: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:
+    """Up to `k` flat indices into `grad`, drawn without replacement among its nonzero entries.
+
+    A mini-batch touches few rows of an embedding table; the others have gradient exactly 0 and
+    would check nothing.
+    """
+    nonzero = grad.reshape(-1).nonzero()[:, 0]
+    return nonzero[torch.randperm(len(nonzero), generator=generator)[:k]]
 
 
 def relative_error(analytic: torch.Tensor, numeric: torch.Tensor) -> float:
