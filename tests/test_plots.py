@@ -130,3 +130,58 @@ def test_chapter_figures_have_a_label_alt_text_and_a_caption():
             assert len(options.get("alt", "")) > 40, f"{path.name}: {key} needs alt text"
             assert caption, f"{path.name}: {key} has no caption"
             assert re.search(rf'glue\("{key}", ', text), f"{path.name}: {key} is never glued"
+
+
+def _chapter2_figures():
+    """One of every Chapter 2 figure, on small made-up data."""
+    widths = [16, 32, 64]
+    costs = {
+        "explicit Jacobians": {"seconds": [1e-4, 4e-4, 3e-3], "bytes": [6e3, 2.4e4, 9.8e4]},
+        "vector–Jacobian products": {"seconds": [1e-4, 2e-4, 4e-4], "bytes": [384, 768, 1536]},
+    }
+    eps = [1.0, 1e-2, 1e-4, 1e-6]
+    return {
+        "computation_graph": plots.computation_graph_figure(),
+        "jacobian_cost": plots.jacobian_cost_figure(widths, costs),
+        "loss_curves": plots.loss_curves(
+            {"engine": [9.0, 8.0, 7.5], "torch": [9.0, 8.0, 7.5]},
+            styles={"torch": {"ls": "--"}},
+            logy=True,
+        ),
+        "gradient_check": plots.gradient_check_figure(
+            eps,
+            {"float64": [1e-2, 1e-6, 1e-9, 1e-7], "float32": [1e-2, 1e-3, 0.3, 1.0]},
+            guides={"round-off": [1e-12, 1e-10, 1e-8, 1e-6], "other": [1e-5, 1e-3, 0.1, 10]},
+            tolerance=1e-6,
+            ylim=(1e-11, 3),
+        ),
+    }
+
+
+def test_chapter2_figures_are_legible_and_draw_what_they_are_given():
+    figs = _chapter2_figures()
+    for fig_name, fig in figs.items():
+        assert fig.get_size_inches()[0] <= plots.FIGURE_WIDTH + 1e-9, fig_name
+        px = plots.smallest_text_px(fig)
+        assert px >= plots.MIN_TEXT_PX, f"{fig_name}: smallest text {px:.1f} px on a phone"
+    time_ax, memory_ax = figs["jacobian_cost"].axes
+    assert time_ax.get_xscale() == time_ax.get_yscale() == "log"
+    assert [list(line.get_ydata()) for line in memory_ax.get_lines()] == [
+        [6e3, 2.4e4, 9.8e4],
+        [384, 768, 1536],
+    ]
+    curves = figs["loss_curves"].axes[0]
+    assert curves.get_yscale() == "log" and curves.get_lines()[1].get_linestyle() == "--"
+    check = figs["gradient_check"].axes[0]
+    legend = [t.get_text() for t in check.get_legend().get_texts()]
+    assert legend == ["float64", "float32", "round-off", "tolerance 1e-06"]  # one guide named
+    assert check.get_ylim() == pytest.approx((1e-11, 3))
+
+
+def test_chapter2_figures_refuse_mismatched_data():
+    with pytest.raises(ValueError, match="2 seconds for 3 widths"):
+        plots.jacobian_cost_figure([1, 2, 3], {"m": {"seconds": [1, 2], "bytes": [1, 2, 3]}})
+    with pytest.raises(ValueError, match="1 errors for 2 steps"):
+        plots.gradient_check_figure([1.0, 0.1], {"a": [0.1]})
+    with pytest.raises(ValueError, match="at least one curve"):
+        plots.loss_curves({})

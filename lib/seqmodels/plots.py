@@ -272,3 +272,185 @@ def training_curve(
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+# ---- Chapter 2: backpropagation ---------------------------------------------------------------
+
+#: Colours of Chapter 2's two ways to a gradient, and of the forward and backward passes.
+FORWARD_COLOR, BACKWARD_COLOR = "#333333", "#d55e00"
+
+
+def computation_graph_figure() -> Figure:
+    r"""The worked example's graph: $W, \mathbf x \to \mathbf z \to \hat{\mathbf y} \to L \leftarrow \mathbf y$.
+
+    Forward arrows (dark) carry values, labelled with the op; backward arrows (orange) carry
+    $\partial L/\partial\cdot$, labelled with the Jacobian each step multiplies by and its shape.
+    """
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 2.9))
+    ax.set_xlim(-0.2, 10.2)
+    ax.set_ylim(-0.2, 4.4)
+    ax.axis("off")
+    nodes = {
+        "W": (0.6, 3.0, "$W$\n3×2"),
+        "x": (0.6, 1.0, r"$\mathbf{x}$" + "\n2"),
+        "z": (3.6, 2.0, r"$\mathbf{z} = W\mathbf{x}$" + "\n3"),
+        "yhat": (6.6, 2.0, r"$\hat{\mathbf{y}}$" + "\n3"),
+        "L": (9.4, 2.0, "$L$\n1"),
+        "y": (9.4, 3.9, r"$\mathbf{y}$ (target)"),
+    }
+    for key, (x, y, text) in nodes.items():
+        face = OTHER_COLOR if key in ("x", "y") else (SOURCE_COLOR if key == "W" else "white")
+        ax.text(
+            x,
+            y,
+            text,
+            ha="center",
+            va="center",
+            fontsize=10.5,
+            bbox={"boxstyle": "round,pad=0.35", "fc": face, "ec": "#333333", "lw": 1},
+        )
+
+    def arrow(a, b, color, rad=0.0, shrink=(22, 22)):
+        ax.add_patch(
+            FancyArrowPatch(
+                a,
+                b,
+                connectionstyle=f"arc3,rad={rad}",
+                arrowstyle="-|>",
+                mutation_scale=11,
+                color=color,
+                lw=1.3,
+                shrinkA=shrink[0],
+                shrinkB=shrink[1],
+            )
+        )
+
+    pos = {k: (x, y) for k, (x, y, _) in nodes.items()}
+    for a, b in [("W", "z"), ("x", "z"), ("z", "yhat"), ("yhat", "L")]:
+        arrow(pos[a], pos[b], FORWARD_COLOR, shrink=(22, 34 if b == "z" else 22))
+    arrow(pos["y"], pos["L"], FORWARD_COLOR, shrink=(10, 20))
+    ax.text(5.1, 2.15, "softmax", ha="center", va="bottom", fontsize=10.5)
+    ax.text(8.0, 2.15, "cross-entropy", ha="center", va="bottom", fontsize=10.5)
+    # the backward pass, below the line (and above it to reach W)
+    arrow(pos["L"], pos["yhat"], BACKWARD_COLOR, rad=-0.5)
+    arrow(pos["yhat"], pos["z"], BACKWARD_COLOR, rad=-0.5)
+    arrow(pos["z"], pos["W"], BACKWARD_COLOR, rad=0.35, shrink=(30, 22))
+    ax.text(
+        8.0,
+        0.75,
+        r"$\partial L/\partial\hat{\mathbf{y}}$: 1×3",
+        ha="center",
+        va="top",
+        fontsize=10.5,
+        color=BACKWARD_COLOR,
+    )
+    ax.text(
+        5.1,
+        0.75,
+        r"$\partial\hat{\mathbf{y}}/\partial\mathbf{z}$: 3×3",
+        ha="center",
+        va="top",
+        fontsize=10.5,
+        color=BACKWARD_COLOR,
+    )
+    ax.text(
+        2.6,
+        3.75,
+        r"$\partial\mathbf{z}/\partial W$: 3×6",
+        ha="center",
+        va="bottom",
+        fontsize=10.5,
+        color=BACKWARD_COLOR,
+    )
+    ax.plot([], [], color=FORWARD_COLOR, label="forward: values")
+    ax.plot([], [], color=BACKWARD_COLOR, label=r"backward: $\partial L/\partial\,\cdot$")
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, -0.08), ncols=2, frameon=False)
+    fig.tight_layout(pad=0.2)
+    return fig
+
+
+def jacobian_cost_figure(
+    widths: Sequence[int], costs: Mapping[str, Mapping[str, Sequence[float]]]
+) -> Figure:
+    """Two log-log panels against layer width: seconds, and peak bytes of derivative tensors held.
+
+    `costs` maps a method's name to ``{"seconds": [...], "bytes": [...]}``, one value per width (as
+    `seqmodels.jacobians.jacobian_vs_vjp_costs` returns).
+    """
+    fig, axes = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 3.3))
+    for color, (name, cost) in zip((BACKWARD_COLOR, SERIES_COLORS[0]), costs.items(), strict=False):
+        for ax, key in zip(axes, ("seconds", "bytes"), strict=True):
+            if len(cost[key]) != len(widths):
+                raise ValueError(f"{name!r} has {len(cost[key])} {key} for {len(widths)} widths")
+            ax.loglog(widths, cost[key], "o-", color=color, label=name)
+    for ax, ylabel in zip(axes, ("time (s)", "derivative memory (bytes)"), strict=True):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(list(widths)[::2], [str(w) for w in list(widths)[::2]])
+        ax.set_xlabel("layer width")
+        ax.set_ylabel(ylabel)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncols=2, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    return fig
+
+
+def loss_curves(
+    curves: Mapping[str, Sequence[float]],
+    styles: Mapping[str, Mapping[str, object]] | None = None,
+    xlabel: str = "training step",
+    ylabel: str = "cross-entropy (nats/token)",
+    logy: bool = False,
+    ylim: tuple[float, float] | None = None,
+    legend_title: str | None = None,
+) -> Figure:
+    """One line per named curve of losses against step (1, 2, …); `styles` adds matplotlib options per name."""
+    if not curves:
+        raise ValueError("expected at least one curve to plot")
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.4))
+    for name, values in curves.items():
+        ax.plot(
+            range(1, len(values) + 1),
+            list(values),
+            label=name,
+            **dict((styles or {}).get(name, {})),
+        )
+    if logy:
+        ax.set_yscale("log")
+    if ylim:
+        ax.set_ylim(*ylim)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    ax.legend(title=legend_title)
+    fig.tight_layout()
+    return fig
+
+
+def gradient_check_figure(
+    eps: Sequence[float],
+    errors: Mapping[str, Sequence[float]],
+    styles: Mapping[str, Mapping[str, object]] | None = None,
+    guides: Mapping[str, Sequence[float]] | None = None,
+    tolerance: float | None = None,
+    ylim: tuple[float, float] | None = None,
+) -> Figure:
+    r"""Relative error of central differences against the step $\epsilon$, log-log: the V of truncation and round-off.
+
+    `errors` maps a label to one relative error per step; `guides` are thin dotted grey lines (a
+    predicted error, say; only the first is named in the legend); `tolerance` is a dashed line.
+    """
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.6))
+    for name, values in errors.items():
+        if len(values) != len(eps):
+            raise ValueError(f"{name!r} has {len(values)} errors for {len(eps)} steps")
+        ax.loglog(eps, values, label=name, **dict((styles or {}).get(name, {"marker": "o"})))
+    for i, (name, values) in enumerate((guides or {}).items()):
+        if len(values) != len(eps):
+            raise ValueError(f"guide {name!r} has {len(values)} values for {len(eps)} steps")
+        ax.loglog(eps, values, ":", color="#777777", lw=1.2, label=name if i == 0 else "_" + name)
+    if tolerance is not None:
+        ax.axhline(tolerance, ls="--", color="#333333", lw=1, label=f"tolerance {tolerance:g}")
+    ax.set(xlabel=r"finite-difference step $\epsilon$", ylabel="relative error")
+    if ylim:
+        ax.set_ylim(*ylim)
+    ax.legend(fontsize=10.5, ncols=2, loc="lower left")
+    fig.tight_layout()
+    return fig
