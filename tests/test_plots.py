@@ -173,7 +173,7 @@ def test_chapter2_figures_are_legible_and_draw_what_they_are_given():
     curves = figs["loss_curves"].axes[0]
     assert curves.get_yscale() == "log" and curves.get_lines()[1].get_linestyle() == "--"
     check = figs["gradient_check"].axes[0]
-    legend = [t.get_text() for t in check.get_legend().get_texts()]
+    legend = [t.get_text() for t in figs["gradient_check"].legends[0].get_texts()]
     assert legend == ["float64", "float32", "round-off", "tolerance 1e-06"]  # one guide named
     assert check.get_ylim() == pytest.approx((1e-11, 3))
 

@@ -402,8 +402,14 @@ def loss_curves(
     logy: bool = False,
     ylim: tuple[float, float] | None = None,
     legend_title: str | None = None,
+    legend_loc: str = "best",
+    legend_ncols: int = 1,
+    legend_anchor: tuple[float, float] | None = None,
 ) -> Figure:
-    """One line per named curve of losses against step (1, 2, …); `styles` adds matplotlib options per name."""
+    """One line per named curve of losses against step (1, 2, …); `styles` adds matplotlib options per name.
+
+    `legend_anchor` places the legend's `legend_loc` point at these axes coordinates.
+    """
     if not curves:
         raise ValueError("expected at least one curve to plot")
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.4))
@@ -419,7 +425,7 @@ def loss_curves(
     if ylim:
         ax.set_ylim(*ylim)
     ax.set(xlabel=xlabel, ylabel=ylabel)
-    ax.legend(title=legend_title)
+    ax.legend(title=legend_title, loc=legend_loc, ncols=legend_ncols, bbox_to_anchor=legend_anchor)
     fig.tight_layout()
     return fig
 
@@ -437,7 +443,7 @@ def gradient_check_figure(
     `errors` maps a label to one relative error per step; `guides` are thin dotted grey lines (a
     predicted error, say; only the first is named in the legend); `tolerance` is a dashed line.
     """
-    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.6))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.4))
     for name, values in errors.items():
         if len(values) != len(eps):
             raise ValueError(f"{name!r} has {len(values)} errors for {len(eps)} steps")
@@ -451,6 +457,8 @@ def gradient_check_figure(
     ax.set(xlabel=r"finite-difference step $\epsilon$", ylabel="relative error")
     if ylim:
         ax.set_ylim(*ylim)
-    ax.legend(fontsize=10.5, ncols=2, loc="lower left")
-    fig.tight_layout()
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, ncols=2, loc="lower center", frameon=False)
+    rows = (len(labels) + 1) // 2
+    fig.tight_layout(rect=(0, 0.06 * rows + 0.01, 1, 1))
     return fig
