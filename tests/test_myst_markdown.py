@@ -78,6 +78,15 @@ def test_label_style_citations_read_as_on_the_page():
     assert listing == "- \\[BDVJ03\\] Yoshua Bengio, …"
 
 
+def test_a_pages_key_prefix_is_stripped_from_its_citations():
+    """A work cited on two pages is listed on each under a per-page key (sphinxcontrib-bibtex's
+    `:keyprefix:`); the notebook shows the work, not the prefixed key."""
+    res = resolved(key_prefix="ch2-")
+    text, _ = to_markdown("{cite:t}`ch2-bengio2003` and {cite:p}`ch2-kn`.", res)
+    assert text == "Bengio et al. (2003) and (Kneser and Ney, 1995)."
+    assert not res.problems
+
+
 def test_a_glued_figure_becomes_an_attachment_with_its_number_and_caption():
     res = resolved(glue_images={"fig_wall": ("image/svg+xml", "<svg xmlns='x'/>")})
     source = "```{glue:figure} fig_wall\n:name: fig-wall\n:alt: A wall.\n\nThe wall.\n```"

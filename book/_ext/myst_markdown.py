@@ -68,6 +68,9 @@ class Resolved:
         default_factory=dict
     )  # key -> (authors, year, label)
     cite_style: str = "author_year"  # sphinxcontrib-bibtex's bibtex_reference_style: or "label"
+    # the page's `{bibliography}` `:keyprefix:` (a work cited on several pages is listed on each
+    # under a per-page key, `ch2-bengio2003`, as sphinxcontrib-bibtex asks): stripped before lookup
+    key_prefix: str = ""
     bibliography: list[str] = field(default_factory=list)  # formatted entries cited here
     substitutions: dict[str, str] = field(default_factory=dict)
     format_glue: Callable[[str, str], str] | None = None  # (text/plain, format spec) -> text
@@ -386,6 +389,7 @@ def _glue_text(name: str, content: str, res: Resolved) -> str:
 
 def _cite(name: str, content: str, res: Resolved) -> str:
     keys = [k.strip() for k in content.split(",") if k.strip()]
+    keys = [k.removeprefix(res.key_prefix) if res.key_prefix else k for k in keys]
     found = []
     for key in keys:
         if key not in res.citations:

@@ -189,11 +189,14 @@ def _resolved(app: Sphinx, env: BuildEnvironment, docname: str, source: str) -> 
     authors, entries = _bibliography(app)
     res.citations = authors
     res.cite_style = "label" if app.config.bibtex_reference_style == "label" else "author_year"
+    prefix = re.search(r"^:keyprefix:\s*(\S+)\s*$", source, re.M)
+    res.key_prefix = prefix[1] if prefix else ""
     cited = []
     for m in re.finditer(r"\{cite(?::\w+)?\}`([^`]*)`", source):
         for key in m[1].split(","):
-            if key.strip() in entries and key.strip() not in cited:
-                cited.append(key.strip())
+            key = key.strip().removeprefix(res.key_prefix) if res.key_prefix else key.strip()
+            if key in entries and key not in cited:
+                cited.append(key)
     order = list(entries)  # the style's own order (plain: by author, then year)
     res.bibliography = [entries[k] for k in sorted(cited, key=order.index)]
     return res
