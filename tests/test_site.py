@@ -21,7 +21,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("SEQMODELS_SITE") or ROOT / "_build" / "html").resolve()
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
-PAGES = ["book/intro.html", "book/ch01_language_models.html", "book/problem_sets.html"]
+PAGES = [
+    "book/intro.html",
+    "book/ch01_language_models.html",
+    "book/ch02_backprop.html",
+    "book/problem_sets.html",
+]
 PHONE = {"width": 400, "height": 850}
 
 

@@ -7,6 +7,9 @@ One module per concept, so a reader finds the code of a chapter at once:
 - ``ngram``: count-based n-gram models (MLE, add-k, interpolated Kneser–Ney).
 - ``feedforward``: the neural language model of Bengio et al. (2003).
 - ``autodiff``: a small reverse-mode autodiff engine over tensors; gradient checking.
+- ``jacobians``: explicit Jacobians (the softmax/cross-entropy example) and their cost against VJPs.
+- ``softmax``: naive and stable softmax, log-sum-exp, log-softmax, the softmax Jacobian.
+- ``sgd``: the SGD update and short training runs for learning-rate sweeps.
 - ``rnn``: the Elman RNN, the RNN language model, masked losses, BPTT and truncated BPTT.
 - ``synthetic``: the agreement language, with its exact entropy rate.
 - ``train``: training and evaluation loops; ``device``, ``seeding``: where and how repeatably.
