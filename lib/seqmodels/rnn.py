@@ -371,3 +371,163 @@ def train_truncated_bptt(
         )
         losses.append(loss)
     return losses
+
+
+# ---- language modelling on sentences: batches, training, evaluation, generation ----------------
+
+
+@dataclass
+class SentenceBatch:
+    """Sentences padded to one length for teacher forcing (ids 0 = ``<s>``, 1 = ``</s>``).
+
+    ``inputs`` ``(batch, time)`` is ``<s> w_1 .. w_T`` and ``targets`` is ``w_1 .. w_T </s>``, each
+    padded with ``pad`` after its real tokens; ``mask`` ``(batch, time)`` is True at the ``T + 1``
+    real positions of each sentence, and ``lengths`` ``(batch,)`` counts them.
+    """
+
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    mask: torch.Tensor
+    lengths: torch.Tensor
+
+
+def sentence_batch(
+    sentences: list[list[int]] | tuple, bos: int = 0, eos: int = 1, pad: int = 1
+) -> SentenceBatch:
+    """Teacher-forcing inputs and targets for `sentences` (lists of ids without ``<s>``/``</s>``)."""
+    if len(sentences) == 0:
+        raise ValueError("expected at least one sentence, got none")
+    lengths = torch.tensor([len(s) + 1 for s in sentences])
+    time = int(lengths.max())
+    inputs = torch.full((len(sentences), time), pad, dtype=torch.int64)
+    targets = torch.full((len(sentences), time), pad, dtype=torch.int64)
+    for i, s in enumerate(sentences):
+        ids = torch.as_tensor(list(s), dtype=torch.int64)
+        inputs[i, : len(s) + 1] = torch.cat([torch.tensor([bos]), ids])
+        targets[i, : len(s) + 1] = torch.cat([ids, torch.tensor([eos])])
+    mask = torch.arange(time)[None] < lengths[:, None]
+    return SentenceBatch(inputs, targets, mask, lengths)
+
+
+@torch.no_grad()
+def sentence_nll(
+    model: RNNLM, sentences: list[list[int]], batch_size: int = 256
+) -> tuple[float, int]:
+    """Total NLL (nats) of `sentences` under `model`, each read from ``<s>``, and the number of
+    predicted tokens (words plus one ``</s>`` each): the N of the n-gram models' perplexity."""
+    device = next(model.parameters()).device
+    model.eval()
+    total, count = 0.0, 0
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))  # little padding
+    for start in range(0, len(order), batch_size):
+        batch = sentence_batch([sentences[i] for i in order[start : start + batch_size]])
+        logits, _ = model(batch.inputs.to(device), lengths=batch.lengths)
+        mask = batch.mask.to(device)
+        n = int(mask.sum())
+        total += masked_sequence_nll(logits, batch.targets.to(device), mask).item() * n
+        count += n
+    return total, count
+
+
+def train_sentence_lm(
+    model: RNNLM,
+    sentences: list[list[int]],
+    valid: list[list[int]],
+    *,
+    steps: int,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    generator: torch.Generator,
+    eval_every: int = 100,
+    clip: float | None = 1.0,
+    progress: bool = False,
+):
+    """Teacher forcing with Adam on random mini-batches of whole sentences, loss
+    :func:`masked_sequence_nll`; held-out loss on `valid` every `eval_every` steps and at the end.
+    Returns a :class:`seqmodels.train.History` (nats per token)."""
+    import time as _time
+
+    from tqdm.auto import tqdm
+
+    from seqmodels.train import History
+
+    if steps < 1 or batch_size < 1:
+        raise ValueError(f"expected steps >= 1 and batch_size >= 1, got {steps} and {batch_size}")
+    device = next(model.parameters()).device
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    history = History()
+    start = _time.perf_counter()
+    for step in tqdm(range(1, steps + 1), disable=not progress, desc="training", unit="step"):
+        model.train()
+        idx = torch.randint(len(sentences), (batch_size,), generator=generator).tolist()
+        batch = sentence_batch([sentences[i] for i in idx])
+        logits, _ = model(batch.inputs.to(device), lengths=batch.lengths)
+        loss = masked_sequence_nll(logits, batch.targets.to(device), batch.mask.to(device))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        history.step_loss.append(loss.item())
+        history.tokens_seen += int(batch.mask.sum())
+        if step % eval_every == 0 or step == steps:
+            total, n = sentence_nll(model, valid)
+            history.eval_steps.append(step)
+            history.eval_loss.append(total / n)
+    history.seconds = _time.perf_counter() - start
+    return history
+
+
+@torch.no_grad()
+def generate(
+    model: RNNLM,
+    generator: torch.Generator,
+    prefix: list[int] | None = None,
+    max_len: int = 30,
+    bos: int = 0,
+    eos: int = 1,
+) -> list[int]:
+    r"""Sample a continuation one token at a time, $w_{t+1} \sim \mathrm{softmax}(W_{hy} h_t + b_y)$,
+    carrying only the state $h_t$ (constant memory per step). Returns the ids after `prefix`, without
+    ``</s>``; stops at ``</s>`` or after `max_len` tokens. `generator` is a CPU generator."""
+    device = next(model.parameters()).device
+    model.eval()
+    tokens = torch.tensor([[bos, *(prefix or [])]], device=device)
+    logits, h = model(tokens)  # read the prefix once
+    out: list[int] = []
+    for _ in range(max_len):
+        probs = torch.softmax(logits[0, -1].double().cpu(), -1)
+        token = int(torch.multinomial(probs, 1, generator=generator))
+        if token == eos:
+            break
+        out.append(token)
+        logits, h = model(torch.tensor([[token]], device=device), h0=h)
+    return out
+
+
+@torch.no_grad()
+def time_per_token(
+    model: RNNLM, positions: list[int], reread: bool, repeats: int = 3
+) -> list[float]:
+    """Seconds to produce the next-token distribution at each position of `positions` (best of
+    `repeats`): from the carried state (one step, ``reread=False``) or by re-reading the whole prefix
+    from ``<s>`` (``reread=True``, what a model without a state must do)."""
+    import time as _time
+
+    device = next(model.parameters()).device
+    model.eval()
+    hidden = model.rnn.hidden_size
+    seconds = []
+    for n in positions:
+        prefix = torch.zeros(1, n, dtype=torch.int64, device=device)
+        h = torch.zeros(1, hidden, device=device)
+        best = math.inf
+        for _ in range(repeats):
+            start = _time.perf_counter()
+            if reread:
+                model(prefix)
+            else:
+                model(prefix[:, :1], h0=h)
+            best = min(best, _time.perf_counter() - start)
+        seconds.append(best)
+    return seconds
