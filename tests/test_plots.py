@@ -185,3 +185,14 @@ def test_chapter2_figures_refuse_mismatched_data():
         plots.gradient_check_figure([1.0, 0.1], {"a": [0.1]})
     with pytest.raises(ValueError, match="at least one curve"):
         plots.loss_curves({})
+
+
+def test_cost_vs_length_draws_each_series_and_refuses_a_mismatch():
+    from seqmodels.plots import cost_vs_length
+
+    fig = cost_vs_length([1, 2, 4], {"a": [1.0, 2.0, 4.0], "b": [1.0, 1.0, 1.0]}, "n", "s")
+    assert len(fig.axes[0].lines) == 2
+    assert plots.smallest_text_px(fig) >= plots.MIN_TEXT_PX
+    plt.close(fig)
+    with pytest.raises(ValueError, match="3 lengths"):
+        cost_vs_length([1, 2, 4], {"a": [1.0]}, "n", "s")

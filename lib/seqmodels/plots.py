@@ -462,3 +462,27 @@ def gradient_check_figure(
     rows = (len(labels) + 1) // 2
     fig.tight_layout(rect=(0, 0.06 * rows + 0.01, 1, 1))
     return fig
+
+
+def cost_vs_length(
+    lengths: Sequence[int],
+    series: Mapping[str, Sequence[float]],
+    xlabel: str,
+    ylabel: str,
+    colors: Mapping[str, str] | None = None,
+) -> Figure:
+    """One log-log line per named series of costs (seconds, bytes) against a length (tokens)."""
+    if not series:
+        raise ValueError("expected at least one series to plot")
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.2))
+    for i, (name, values) in enumerate(series.items()):
+        if len(values) != len(lengths):
+            raise ValueError(f"{name!r} has {len(values)} values for {len(lengths)} lengths")
+        color = (colors or {}).get(name, SERIES_COLORS[i % len(SERIES_COLORS)])
+        ax.loglog(list(lengths), list(values), "o-", color=color, label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(lengths), [str(n) for n in lengths])
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    return fig
