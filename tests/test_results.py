@@ -21,10 +21,11 @@ def test_stored_results_ship_with_the_package():
         load_result("nope")
 
 
-def test_ffn_long_run_is_for_the_current_corpus_and_names_its_script():
-    run = load_result("ffn_long_run")
+@pytest.mark.parametrize("name", ["ffn_long_run", "rnn_long_run"])
+def test_long_run_is_for_the_current_corpus_and_names_its_script(name):
+    run = load_result(name)
     assert run["vocabulary_size"] == len(load_kjv(min_count=2).vocab)
     assert (ROOT / run["script"]).is_file()
     assert len(run["validation_perplexity_per_epoch"]) == run["epochs"]
-    path = ROOT / "lib" / "seqmodels" / "results" / "ffn_long_run.json"
+    path = ROOT / "lib" / "seqmodels" / "results" / f"{name}.json"
     assert json.loads(path.read_text()) == run

@@ -25,6 +25,7 @@ PAGES = [
     "book/intro.html",
     "book/ch01_language_models.html",
     "book/ch02_backprop.html",
+    "book/ch03_rnn.html",
     "book/problem_sets.html",
 ]
 PHONE = {"width": 400, "height": 850}
