@@ -14,14 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
-from datetime import date
 from pathlib import Path
-
-import torch
 
 from seqmodels.data import load_kjv
 from seqmodels.device import get_device, set_deterministic
+from seqmodels.results import save_result, where_measured
 from seqmodels.rnn import RNNLM, sentence_nll, train_sentence_lm
 from seqmodels.seeding import seed_everything
 
@@ -64,14 +61,11 @@ def main() -> None:
         "hidden_dim": HIDDEN,
         "parameters": model.parameter_count(),
         "seconds": round(seconds, 1),
-        "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
-        "torch": torch.__version__,
-        "date": date.today().isoformat(),
+        **where_measured(device),
         "vocabulary_size": len(corpus.vocab),
         "script": "benchmarks/ch03_rnn_long_run.py",
     }
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    save_result(args.out.stem, result, args.out.parent)
     print(json.dumps(result, indent=2))
 
 

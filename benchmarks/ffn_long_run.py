@@ -15,16 +15,13 @@ import argparse
 import copy
 import json
 import math
-import platform
 import time
-from datetime import date
 from pathlib import Path
-
-import torch
 
 from seqmodels.data import context_windows, load_kjv
 from seqmodels.device import get_device, set_deterministic
 from seqmodels.feedforward import FeedForwardLM
+from seqmodels.results import save_result, where_measured
 from seqmodels.seeding import seed_everything
 from seqmodels.train import evaluate_nll, train_lm
 
@@ -74,15 +71,11 @@ def main() -> None:
         "steps": steps_per_epoch * args.epochs,
         "batch_size": batch,
         "seconds": round(seconds, 1),
-        "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
-        "torch": torch.__version__,
-        "date": date.today().isoformat(),
+        **where_measured(device),
         "vocabulary_size": len(corpus.vocab),
         "script": "benchmarks/ffn_long_run.py",
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    save_result(args.out.stem, result, args.out.parent)
     print(json.dumps(result, indent=2))
 
 

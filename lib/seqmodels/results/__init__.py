@@ -25,3 +25,30 @@ def load_result(name: str) -> dict[str, Any]:
             f"no stored result named {name!r}; expected one of {available()} in seqmodels.results"
         )
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def where_measured(device: Any) -> dict[str, str]:
+    """What a stored result records about where it ran: device, machine and threads, torch, date."""
+    import platform
+    from datetime import date
+
+    import torch
+
+    name = str(device) if device.type != "cuda" else torch.cuda.get_device_name(device)
+    return {
+        "device": name,
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
+        "torch": torch.__version__,
+        "date": date.today().isoformat(),
+    }
+
+
+def save_result(name: str, result: dict[str, Any], folder: Any = None) -> str:
+    """Write `result` as ``<name>.json`` into this package (or `folder`); return the path written."""
+    from pathlib import Path
+
+    target = Path(folder) if folder is not None else Path(__file__).parent
+    target.mkdir(parents=True, exist_ok=True)
+    path = target / f"{name}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return str(path)
