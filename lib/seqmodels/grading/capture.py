@@ -95,16 +95,22 @@ class Checker:
     """Captures the outputs of one graded task; `case` once per input, then `done`.
 
     `functions` names the student's graded functions, so the grader can tell whether they were
-    written in the notebook or taken from the course library.
+    written in the notebook or taken from the course library. `forbidden` names what the code
+    defining them must not use (e.g. ``["torch.autograd", "backward"]`` for a gradient to be
+    derived by hand): a dotted name forbids that module or attribute path, a plain name forbids
+    that identifier. Only the solution's run counts: the references' manifest stores the list.
     """
 
-    def __init__(self, task: str, functions: Sequence[str] = ()):
+    def __init__(self, task: str, functions: Sequence[str] = (), forbidden: Sequence[str] = ()):
         if not task.isidentifier():
             raise ValueError(f"expected the task name to be an identifier, got {task!r}")
         self.task, self.functions = task, list(functions)
         self.failed_public: list[str] = []
         self.n_public = 0
-        display({MIME: {"task": task, "kind": "start", "origins": self._origins()}}, raw=True)
+        start: dict[str, object] = {"task": task, "kind": "start", "origins": self._origins()}
+        if forbidden:
+            start["forbidden"] = sorted(forbidden)
+        display({MIME: start}, raw=True)
 
     def _origins(self) -> dict[str, str]:
         import __main__

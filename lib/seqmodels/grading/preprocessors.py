@@ -12,7 +12,8 @@ Configured in the course's ``nbgrader_config.py``:
   of output per cell and per notebook, and a kernel that dies ends the run cleanly: the cells
   before keep their results, the rest are marked "not run".
 - `JudgeCaptures` (right after execution): compares every captured case with the stored (and
-  hash-checked) references in this process, flags graded functions taken from the course library,
+  hash-checked) references in this process, flags graded functions taken from the course library
+  (or using what their task forbids, e.g. autograd where a gradient is to be derived by hand),
   writes the verdicts into the test cell's output (with the points as nbgrader's partial credit),
   removes the hidden tests' source, and leaves in the notebook no output the student's code
   produced: feedback shows the grader's words only.
@@ -248,6 +249,53 @@ def _forbidden_uses(source: str, forbidden: list[str]) -> list[str]:
     return sorted(found)
 
 
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for an attribute chain over a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id, *reversed(parts)])
+    return None
+
+
+def _forbidden_names(source: str, forbidden: list[str]) -> list[str]:
+    """Which of `forbidden` `source` uses: a dotted entry as an import or an attribute path
+    (``torch.autograd`` matches ``import torch.autograd``, ``from torch import autograd`` and
+    ``torch.autograd.grad``), a plain entry as any identifier, attribute or imported name.
+    Words in strings and comments do not count; this detects, it cannot prove absence."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    dotted: set[str] = set()
+    words: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                dotted.add(alias.name)
+                words.update(alias.name.split("."))
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                dotted.update({node.module, f"{node.module}.{alias.name}"})
+                words.update([*node.module.split("."), alias.name])
+        elif isinstance(node, ast.Attribute):
+            words.add(node.attr)
+            if (name := _dotted(node)) is not None:
+                dotted.add(name)
+        elif isinstance(node, ast.Name):
+            words.add(node.id)
+    found = set()
+    for entry in forbidden:
+        if "." in entry:
+            if any(d == entry or d.startswith(entry + ".") for d in dotted):
+                found.add(entry)
+        elif entry in words:
+            found.add(entry)
+    return sorted(found)
+
+
 def _defined_functions(source: str) -> set[str]:
     try:
         tree = ast.parse(source)
@@ -311,7 +359,9 @@ class JudgeCaptures(NbGraderPreprocessor):
             origins = (
                 {str(k): str(v) for k, v in origins.items()} if isinstance(origins, dict) else {}
             )
-            flags = self._flags(task["functions"], origins, answers + others)
+            flags = self._flags(
+                task["functions"], origins, answers + others, task.get("forbidden", [])
+            )
             points = (
                 0.0 if flags else task["points"] * sum(v.passed for v in verdicts) / len(verdicts)
             )
@@ -320,7 +370,11 @@ class JudgeCaptures(NbGraderPreprocessor):
         return nb, resources
 
     def _flags(
-        self, functions: list[str], origins: dict[str, str], sources: list[str]
+        self,
+        functions: list[str],
+        origins: dict[str, str],
+        sources: list[str],
+        forbidden: list[str] = (),
     ) -> list[str]:
         flags = []
         for fn in functions:
@@ -332,6 +386,8 @@ class JudgeCaptures(NbGraderPreprocessor):
             for source in defining:
                 for used in _forbidden_uses(source, list(self.forbidden_modules)):
                     flags.append(f"`{fn}` uses `{used}` from the course library")
+                for used in _forbidden_names(source, list(forbidden)):
+                    flags.append(f"`{fn}` uses `{used}`, which this task forbids")
         return sorted(set(flags))
 
     @staticmethod

@@ -3,7 +3,8 @@
 ``solutions/<ps>/references/<notebook>.safetensors`` holds one tensor per captured value, keyed
 ``<task>::<case index>::<path>``; ``<notebook>.json`` is the manifest: torch version, device, the
 SHA-256 of the solution notebook's cell sources and of the reference tensors file, and per task
-its test cell, points, graded functions, case names and each case's dtypes. `load` refuses
+its test cell, points, graded functions (and what they must not use, if the task says),
+case names and each case's dtypes. `load` refuses
 references whose tensors do not hash to the manifest's value. Neither file is ever copied into the
 release (see nbgrader_config.py).
 """
@@ -76,6 +77,8 @@ def build(
                     "functions": sorted(record.get("origins", {})),
                 },
             )
+            if record["kind"] == "start" and record.get("forbidden"):
+                entry["forbidden"] = sorted(record["forbidden"])
             if record["kind"] != "case":
                 continue
             if "error" in record:

@@ -1,0 +1,84 @@
+"""What a task may forbid its graded functions to use (``Checker(..., forbidden=[...])``).
+
+A by-hand gradient task forbids autograd; the solution's run stores the list in the references'
+manifest, and the grader flags a graded function whose defining code names a forbidden module,
+attribute path or identifier (words in strings and comments do not count). Detection only: code
+that builds the name at run time (``getattr(torch, "auto" + "grad")``) is not seen here, which is
+why such tasks also run their cases under ``torch.inference_mode()``.
+"""
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from seqmodels.grading.capture import MIME, Checker
+from seqmodels.grading.preprocessors import JudgeCaptures, _forbidden_names
+
+NO_AUTOGRAD = [
+    "torch.autograd",
+    "torch.func",
+    "backward",
+    "autograd",
+    "requires_grad",
+    "requires_grad_",
+]
+
+
+@pytest.mark.parametrize(
+    "source, found",
+    [
+        ("def f(x):\n    y.backward()\n", ["backward"]),
+        (
+            "import torch\ndef f(x):\n    return torch.autograd.grad(y, x)\n",
+            ["autograd", "torch.autograd"],
+        ),
+        ("from torch.autograd import grad\n", ["autograd", "torch.autograd"]),
+        ("from torch import autograd as ag\n", ["autograd", "torch.autograd"]),
+        ("import torch.func\n", ["torch.func"]),
+        ("from torch.func import vjp\n", ["torch.func"]),
+        (
+            "def f(x):\n    x.requires_grad_(); x.requires_grad = True\n",
+            ["requires_grad", "requires_grad_"],
+        ),
+    ],
+)
+def test_forbidden_modules_attributes_and_names_are_found(source, found):
+    assert _forbidden_names(source, NO_AUTOGRAD) == found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(x):\n    # no .backward() or torch.autograd here\n    return 'autograd'\n",
+        "def f(func, grad_y):\n    return func(grad_y)\n",  # 'func' and 'grad' are ordinary names
+        "def f(x):\n    return x.func\n",  # torch.func is a dotted entry: x.func is not it
+        "this is not python (",
+    ],
+)
+def test_words_in_strings_comments_or_unrelated_names_are_not_flagged(source):
+    assert _forbidden_names(source, NO_AUTOGRAD) == []
+
+
+def test_a_forbidden_use_costs_the_task_and_is_named_in_the_flag():
+    judge = JudgeCaptures()
+    cheat = (
+        "def grad_of(x):\n    x.requires_grad_()\n    (x**2).sum().backward()\n    return x.grad\n"
+    )
+    honest = "def grad_of(x):\n    return 2 * x\n"
+    origins = {"grad_of": "__main__:<cell>"}
+    flags = judge._flags(["grad_of"], origins, [cheat], NO_AUTOGRAD)
+    assert flags == [
+        "`grad_of` uses `backward`, which this task forbids",
+        "`grad_of` uses `requires_grad_`, which this task forbids",
+    ]
+    assert judge._flags(["grad_of"], origins, [honest], NO_AUTOGRAD) == []
+    assert judge._flags(["grad_of"], origins, [cheat]) == []  # a task that forbids nothing
+
+
+def test_the_checker_records_the_list_only_when_there_is_one(monkeypatch):
+    shown = []
+    monkeypatch.setattr("seqmodels.grading.capture.display", lambda data, raw: shown.append(data))
+    InteractiveShell.instance()
+    Checker("plain", functions=["f"])
+    Checker("by_hand", functions=["f"], forbidden=["torch.func", "backward"])
+    assert "forbidden" not in shown[0][MIME]  # PS1's manifests stay as they were
+    assert shown[1][MIME]["forbidden"] == ["backward", "torch.func"]
