@@ -82,3 +82,48 @@ def test_the_checker_records_the_list_only_when_there_is_one(monkeypatch):
     Checker("by_hand", functions=["f"], forbidden=["torch.func", "backward"])
     assert "forbidden" not in shown[0][MIME]  # PS1's manifests stay as they were
     assert shown[1][MIME]["forbidden"] == ["backward", "torch.func"]
+
+
+GRADED = "def grad_of(x):\n    return helper(x)\n"
+
+
+@pytest.mark.parametrize(
+    "helper_cell",
+    [
+        "import torch\n\ndef helper(x):\n    return torch.func.grad(lambda v: (v**2).sum())(x)\n",
+        "import torch\nhelper = torch.func.grad(lambda v: (v**2).sum())\n",
+        "def helper(x):\n    return deeper(x)\n",  # and deeper, in a third cell, uses autograd
+    ],
+)
+def test_a_helper_in_another_cell_is_read_too(helper_cell):
+    deeper = "def deeper(x):\n    x.requires_grad_()\n    return x\n"
+    flags = JudgeCaptures()._flags(["grad_of"], {}, [GRADED, helper_cell, deeper], NO_AUTOGRAD)
+    assert flags and all("which this task forbids" in f for f in flags)
+
+
+def test_a_scratch_cell_that_only_shares_imports_or_local_names_is_not_read():
+    scratch = (
+        "import torch\nx = torch.randn(3, requires_grad=True)\n(x**2).sum().backward()\n"
+        "def helper(v):\n    return v\n"
+    )
+    graded = "import torch\n\ndef grad_of(x):\n    helper = 2\n    return helper * x\n"
+    assert JudgeCaptures()._flags(["grad_of"], {}, [graded, scratch], NO_AUTOGRAD) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import torch as T\n\ndef f(x):\n    return T.func.grad(g)(x)\n",
+        "import torch.func as tf\n\ndef f(x):\n    return tf.grad(g)(x)\n",
+        "import torch\nF = torch.func\n\ndef f(x):\n    return F.vjp(g, x)\n",
+        "from torch import func\n\ndef f(x):\n    return func.grad(g)(x)\n",
+    ],
+)
+def test_aliases_of_a_forbidden_module_are_seen_through(source):
+    assert "torch.func" in _forbidden_names(source, NO_AUTOGRAD)
+
+
+def test_an_alias_made_in_another_cell_is_seen_through():
+    graded = "def grad_of(x):\n    return T.func.grad(g)(x)\n"
+    flags = JudgeCaptures()._flags(["grad_of"], {}, [graded, "import torch as T\n"], NO_AUTOGRAD)
+    assert flags == ["`grad_of` uses `torch.func`, which this task forbids"]
