@@ -76,12 +76,18 @@ c.Autograde.autograde_preprocessors = [
 ]
 # Every student kernel runs in a bubblewrap sandbox (see seqmodels.grading.sandbox). "none" is
 # for instructors who accept the risk: `make grade` sets it only with --unsafe-no-sandbox.
-# the course implementations of PS1's graded functions: absent from the kernel, and flagged if used
+# the course implementations of the graded functions (PS1: ngram ... train; PS2: autodiff ... sgd):
+# absent from the kernel, and flagged if used
 GRADED_IMPLEMENTATIONS = [
     "seqmodels.ngram",
     "seqmodels.metrics",
     "seqmodels.feedforward",
     "seqmodels.train",
+    "seqmodels.autodiff",
+    "seqmodels.rnn",
+    "seqmodels.softmax",
+    "seqmodels.jacobians",
+    "seqmodels.sgd",
 ]
 c.GuardedExecute.hidden_modules = GRADED_IMPLEMENTATIONS
 c.JudgeCaptures.forbidden_modules = GRADED_IMPLEMENTATIONS

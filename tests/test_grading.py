@@ -10,106 +10,40 @@ machinery every problem set shares; a smaller round trip runs as an ordinary (no
 
 from __future__ import annotations
 
-import csv
-import hashlib
 import os
 import pwd
 import resource
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import nbformat
 import pytest
 import torch
 
+import grading_helpers as helpers
 import seqmodels
+from grading_helpers import BIN, LIMITS, ROOT, fingerprint, run, sandbox_processes
 from ps1_hostile import HOSTILE, Targets, build_all
-from ps1_submissions import WRONG, fill, solution_answers
+from ps1_submissions import WRONG, fill
 from seqmodels.grading import references
 from seqmodels.grading.capture import _encode
 from seqmodels.grading.compare import judge
 
-ROOT = Path(__file__).resolve().parents[1]
 PS = "ps1"
-BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.grading
 
-
-LIMITS = {
-    "SEQMODELS_CELL_TIMEOUT": "10",
-    "SEQMODELS_NOTEBOOK_BUDGET": "120",
-    "SEQMODELS_MEMORY_LIMIT_MB": "3072",
-}
 LIBRARY = Path(seqmodels.__file__).resolve().parent
-
-
-def run(
-    root: Path, *args: str, env: dict | None = None, check: bool = True
-) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        args,
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        # nbgrader calls `alembic` by name: the virtual environment's bin must be on PATH
-        env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {})},
-    )
-    if check:
-        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return result
-
-
-def fingerprint(*roots: Path) -> dict[str, str]:
-    """SHA-256 of every file under `roots` (what no kernel may change)."""
-    return {
-        str(p): hashlib.sha256(p.read_bytes()).hexdigest()
-        for root in roots
-        for p in ([root] if root.is_file() else sorted(root.rglob("*")))
-        if p.is_file() and "__pycache__" not in p.parts
-    }
-
-
-def sandbox_processes() -> list[str]:
-    """Processes of the sandbox's uid, or bubblewrap processes, still alive."""
-    out = subprocess.run(["ps", "-eo", "uid=,pid=,comm="], capture_output=True, text=True).stdout
-    return [
-        line
-        for line in out.splitlines()
-        if line.split()[0] == "65534" or line.split()[-1] == "bwrap"
-    ]
-
-
-def new_course(root: Path) -> Path:
-    """A copy of the course (config and sources) in `root`, with its release generated."""
-    root.mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / "nbgrader_config.py", root)
-    shutil.copytree(ROOT / "solutions", root / "solutions")
-    run(root, str(BIN / "nbgrader"), "generate_assignment", PS, "--force", "--log-level=WARN")
-    return root
-
-
-def submit(course: Path, files: dict[str, bytes]) -> None:
-    for student, data in files.items():
-        folder = course / "grading" / "submitted" / student / PS
-        folder.mkdir(parents=True)
-        (folder / f"{PS}.ipynb").write_bytes(data)
-
-
-def release_and_answers(course: Path):
-    source = nbformat.read(course / "solutions" / PS / f"{PS}.ipynb", as_version=4)
-    release = nbformat.read(course / "assignments" / PS / f"{PS}.ipynb", as_version=4)
-    return release, solution_answers(source)
-
-
-def read_csv(course: Path) -> dict[str, dict]:
-    with open(course / "grading" / "grades.csv") as f:
-        return {row["student_id"]: row for row in csv.DictReader(f) if row["assignment"] == PS}
+# the shared helpers (tests/grading_helpers.py), for PS1
+new_course = partial(helpers.new_course, ps=PS)
+submit = partial(helpers.submit, ps=PS)
+release_and_answers = partial(helpers.release_and_answers, ps=PS)
+read_csv = partial(helpers.read_csv, ps=PS)
+feedback = partial(helpers.feedback, ps=PS)
 
 
 @pytest.fixture(scope="module")
@@ -156,10 +90,6 @@ def graded(course: Path, tmp_path_factory):
         "survivors": survivors,
         "peak_rss_mb": max(peak, peak_before) / 1024,
     }
-
-
-def feedback(course: Path, student: str) -> str:
-    return (course / "grading" / "feedback" / student / PS / f"{PS}.html").read_text()
 
 
 def test_the_solution_earns_full_marks_and_the_blank_release_none(graded):
