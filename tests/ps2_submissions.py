@@ -1,0 +1,168 @@
+"""Plausible submissions for Problem Set 2: typical wrong answers and ones that break its rules.
+
+A helper for tests of the grading pipeline (not a test module itself). Each wrong answer is the
+solution's answer cell with one typical bug put in (the solution's text replaced by the buggy
+text), so it costs points on its own task only. `RULE_BREAKERS` use autograd in a by-hand task or
+import the course library's hidden implementation; they earn nothing for that task.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+from ps1_submissions import solution_answers
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "solutions" / "ps2" / "ps2.ipynb"
+
+# grade_id of each answer cell → grade_id of its test cell
+TESTS = {
+    "softmax_cross_entropy": "test_softmax_cross_entropy",
+    "tanh_layer_backward": "test_tanh_layer_backward",
+    "numerical_gradient": "test_gradient_check",
+    "rnn_forward": "test_rnn_forward",
+    "rnn_backward": "test_rnn_backward",
+}
+
+# name → (answer cell, [(the solution's text, the buggy text), ...])
+_BUGS: dict[str, tuple[str, list[tuple[str, str]]]] = {
+    # Task 1: softmax and cross-entropy
+    "ce_grad_not_divided_by_batch": (
+        "softmax_cross_entropy",
+        [("return loss, (log_p.exp() - one_hot) / n", "return loss, log_p.exp() - one_hot")],
+    ),
+    "ce_forgets_one_hot": (
+        "softmax_cross_entropy",
+        [("return loss, (log_p.exp() - one_hot) / n", "return loss, log_p.exp() / n")],
+    ),
+    "ce_naive_softmax_overflows": (
+        "softmax_cross_entropy",
+        [("shifted = logits - logits.max(dim=1, keepdim=True).values", "shifted = logits")],
+    ),
+    # Task 2: the tanh layer's backward pass
+    "tanh_dW_transposed": ("tanh_layer_backward", [("dz.T @ x", "x.T @ dz")]),
+    "tanh_derivative_of_pre_activation": (
+        "tanh_layer_backward",
+        [
+            (
+                "y = torch.tanh(x @ W.T + b)\n    dz = grad_y * (1 - y * y)",
+                "z = x @ W.T + b\n    dz = grad_y * (1 - z * z)",
+            )
+        ],
+    ),
+    "tanh_db_mean_not_sum": ("tanh_layer_backward", [("dz.sum(dim=0)", "dz.mean(dim=0)")]),
+    # Task 3: the gradient checker
+    "numgrad_one_sided": (
+        "numerical_gradient",
+        [("(f_plus - f_minus) / (2 * eps)", "(f_plus - float(f(base))) / eps")],
+    ),
+    # Task 4: the RNN over a padded batch
+    "rnn_updates_through_padding": ("rnn_forward", [("h = torch.where(real, new, h)", "h = new")]),
+    "rnn_only_one_bias": (
+        "rnn_forward",
+        [("x[:, t] @ W_ih.T + b_ih + h @ W_hh.T + b_hh", "x[:, t] @ W_ih.T + b_ih + h @ W_hh.T")],
+    ),
+    "rnn_final_state_at_last_padded_step": (
+        "rnn_forward",
+        [
+            (
+                "return torch.stack(outputs, dim=1), h",
+                "outputs = torch.stack(outputs, dim=1)\n    return outputs, outputs[:, -1]",
+            )
+        ],
+    ),
+    # Task 5: BPTT
+    "bptt_no_gradient_through_time": (
+        "rnn_backward",
+        [
+            (
+                "dh = dh + torch.where(real, grad_outputs[:, t], torch.zeros_like(dh))",
+                "dh = torch.where(real, grad_outputs[:, t], torch.zeros_like(dh))",
+            )
+        ],
+    ),
+    "bptt_missing_tanh_derivative": (
+        "rnn_backward",
+        [("da = torch.where(real, dh * (1 - h * h), torch.zeros_like(dh))", "da = dh")],
+    ),
+    "bptt_counts_padded_positions": (
+        "rnn_backward",
+        [
+            (
+                "dh = dh + torch.where(real, grad_outputs[:, t], torch.zeros_like(dh))",
+                "dh = dh + grad_outputs[:, t]",
+            )
+        ],
+    ),
+}
+
+_BACKWARD = '''
+def tanh_layer_backward(x, W, b, grad_y):
+    """(dx, dW, db) by autograd: against the rules of the task."""
+    x, W, b = (t.clone().requires_grad_() for t in (x, W, b))
+    (torch.tanh(x @ W.T + b) * grad_y).sum().backward()
+    return x.grad, W.grad, b.grad
+'''
+
+_ESCAPES_INFERENCE_MODE = '''
+import torch.nn.functional as F
+
+
+def softmax_cross_entropy(logits, targets):
+    """Leaves inference mode and asks autograd (works at run time; the grader reads the code)."""
+    with torch.inference_mode(False), torch.enable_grad():
+        z = logits.clone().requires_grad_()
+        loss = F.cross_entropy(z, targets.clone())
+        (dz,) = torch.autograd.grad(loss, z)
+    return loss.detach(), dz
+'''
+
+_IMPORTS_LIBRARY_RNN = '''
+from seqmodels.rnn import ElmanRNN
+
+
+def rnn_forward(x, lengths, h0, W_ih, W_hh, b_ih, b_hh):
+    """The course library's RNN: hidden from the kernel while grading."""
+    rnn = ElmanRNN(W_ih.shape[1], W_hh.shape[0]).to(device=x.device, dtype=x.dtype)
+    return rnn(x, lengths, h0)
+'''
+
+#: name → (answer cell, code, test cell that loses its points, text the feedback must show)
+RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
+    "calls-backward": (
+        "tanh_layer_backward",
+        _BACKWARD,
+        "test_tanh_layer_backward",
+        "which this task forbids",
+    ),
+    "escapes-inference-mode-for-autograd": (
+        "softmax_cross_entropy",
+        _ESCAPES_INFERENCE_MODE,
+        "test_softmax_cross_entropy",
+        "which this task forbids",
+    ),
+    "imports-seqmodels-rnn": (
+        "rnn_forward",
+        _IMPORTS_LIBRARY_RNN,
+        "test_rnn_forward",
+        "uses seqmodels.rnn from the course library",
+    ),
+}
+
+
+def wrong_answers(source: nbformat.NotebookNode) -> dict[str, tuple[str, str, str]]:
+    """name → (answer cell, buggy code, test cell that loses points), from the solution's answers."""
+    answers = solution_answers(source)
+    out = {}
+    for name, (cell, edits) in _BUGS.items():
+        code = answers[cell]
+        for right, wrong in edits:
+            assert code.count(right) == 1, (name, right)
+            code = code.replace(right, wrong)
+        out[name] = (cell, code, TESTS[cell])
+    return out
+
+
+WRONG = wrong_answers(nbformat.read(SOURCE, as_version=4))
