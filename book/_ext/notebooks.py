@@ -26,6 +26,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import jupytext
+import latexcodec  # noqa: F401 - registers the "ulatex" codec that _plain_latex decodes with
 import nbformat
 from docutils import nodes
 from docutils.nodes import make_id
