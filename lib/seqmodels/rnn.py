@@ -18,10 +18,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from time import perf_counter
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from tqdm.auto import tqdm
+
+from .train import History
 
 
 def _lengths_to_mask(
@@ -441,22 +445,16 @@ def train_sentence_lm(
     eval_every: int = 100,
     clip: float | None = 1.0,
     progress: bool = False,
-):
+) -> History:
     """Teacher forcing with Adam on random mini-batches of whole sentences, loss
     :func:`masked_sequence_nll`; held-out loss on `valid` every `eval_every` steps and at the end.
     Returns a :class:`seqmodels.train.History` (nats per token)."""
-    import time as _time
-
-    from tqdm.auto import tqdm
-
-    from seqmodels.train import History
-
     if steps < 1 or batch_size < 1:
         raise ValueError(f"expected steps >= 1 and batch_size >= 1, got {steps} and {batch_size}")
     device = next(model.parameters()).device
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     history = History()
-    start = _time.perf_counter()
+    start = perf_counter()
     for step in tqdm(range(1, steps + 1), disable=not progress, desc="training", unit="step"):
         model.train()
         idx = torch.randint(len(sentences), (batch_size,), generator=generator).tolist()
@@ -474,7 +472,7 @@ def train_sentence_lm(
             total, n = sentence_nll(model, valid)
             history.eval_steps.append(step)
             history.eval_loss.append(total / n)
-    history.seconds = _time.perf_counter() - start
+    history.seconds = perf_counter() - start
     return history
 
 
@@ -512,8 +510,6 @@ def time_per_token(
     """Seconds to produce the next-token distribution at each position of `positions` (best of
     `repeats`): from the carried state (one step, ``reread=False``) or by re-reading the whole prefix
     from ``<s>`` (``reread=True``, what a model without a state must do)."""
-    import time as _time
-
     device = next(model.parameters()).device
     model.eval()
     hidden = model.rnn.hidden_size
@@ -523,11 +519,11 @@ def time_per_token(
         h = torch.zeros(1, hidden, device=device)
         best = math.inf
         for _ in range(repeats):
-            start = _time.perf_counter()
+            start = perf_counter()
             if reread:
                 model(prefix)
             else:
                 model(prefix[:, :1], h0=h)
-            best = min(best, _time.perf_counter() - start)
+            best = min(best, perf_counter() - start)
         seconds.append(best)
     return seconds
