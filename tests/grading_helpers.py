@@ -94,3 +94,31 @@ def read_csv(course: Path, ps: str) -> dict[str, dict]:
 
 def feedback(course: Path, student: str, ps: str) -> str:
     return (course / "grading" / "feedback" / student / ps / f"{ps}.html").read_text()
+
+
+def assert_release_in_sync(course: Path, ps: str) -> None:
+    """assignments/<ps> equals the release `course` generated, and holds no solutions, hidden tests
+    or reference outputs."""
+    shipped = ROOT / "assignments" / ps
+    generated = course / "assignments" / ps
+    assert sorted(p.name for p in shipped.iterdir()) == sorted(p.name for p in generated.iterdir())
+    assert (shipped / f"{ps}.ipynb").read_bytes() == (generated / f"{ps}.ipynb").read_bytes(), (
+        f"assignments/{ps} is out of date: run `make assignments`"
+    )
+    text = (shipped / f"{ps}.ipynb").read_text()
+    for secret in ("BEGIN SOLUTION", "HIDDEN TESTS", "references"):
+        assert secret not in text
+    assert not any(p.suffix in {".safetensors", ".json"} for p in shipped.rglob("*"))
+
+
+def current_manifest(ps: str) -> dict:
+    """The stored references' manifest of `ps`, checked to belong to the current solution."""
+    from seqmodels.grading import references
+
+    source = nbformat.read(ROOT / "solutions" / ps / f"{ps}.ipynb", as_version=4)
+    _, manifest = references.load(ROOT / "solutions" / ps / "references", ps)
+    assert manifest["solution_sha256"] == references.source_hash(source), (
+        "the solution changed since its references were stored: run `make assignments`"
+    )
+    assert sum(t["points"] for t in manifest["tasks"].values()) == 10
+    return manifest

@@ -27,7 +27,16 @@ import torch
 
 import grading_helpers as helpers
 import seqmodels
-from grading_helpers import BIN, LIMITS, ROOT, fingerprint, run, sandbox_processes
+from grading_helpers import (
+    BIN,
+    LIMITS,
+    ROOT,
+    assert_release_in_sync,
+    current_manifest,
+    fingerprint,
+    run,
+    sandbox_processes,
+)
 from ps1_hostile import HOSTILE, Targets, build_all
 from ps1_submissions import WRONG, fill
 from seqmodels.grading import references
@@ -170,25 +179,11 @@ def test_a_second_run_resumes_without_regrading(graded):
 
 
 def test_the_release_is_in_sync_and_holds_no_solutions_hidden_tests_or_references(course):
-    shipped = ROOT / "assignments" / PS
-    generated = course / "assignments" / PS
-    assert sorted(p.name for p in shipped.iterdir()) == sorted(p.name for p in generated.iterdir())
-    assert (shipped / f"{PS}.ipynb").read_bytes() == (generated / f"{PS}.ipynb").read_bytes(), (
-        "assignments/ps1 is out of date: run `make assignments`"
-    )
-    text = (shipped / f"{PS}.ipynb").read_text()
-    for secret in ("BEGIN SOLUTION", "HIDDEN TESTS", "references"):
-        assert secret not in text
-    assert not any(p.suffix in {".safetensors", ".json"} for p in shipped.rglob("*"))
+    assert_release_in_sync(course, PS)
 
 
 def test_stored_references_belong_to_the_current_solution():
-    source = nbformat.read(ROOT / "solutions" / PS / f"{PS}.ipynb", as_version=4)
-    _, manifest = references.load(ROOT / "solutions" / PS / "references", PS)
-    assert manifest["solution_sha256"] == references.source_hash(source), (
-        "the solution changed since its references were stored: run `make assignments`"
-    )
-    assert sum(t["points"] for t in manifest["tasks"].values()) == 10
+    current_manifest(PS)
 
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
