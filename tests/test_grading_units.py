@@ -7,7 +7,7 @@ import torch
 
 from seqmodels.grading.capture import _encode, flatten
 from seqmodels.grading.compare import compare_tensor, decode, judge
-from seqmodels.grading.preprocessors import _forbidden_uses, strip_hidden_tests
+from seqmodels.grading.preprocessors import _forbidden_names, strip_hidden_tests
 
 FORBIDDEN = ["seqmodels.ngram", "seqmodels.metrics"]
 
@@ -122,7 +122,7 @@ def test_hidden_tests_are_stripped_from_what_students_see():
     ],
 )
 def test_imports_of_the_course_library_are_found(source):
-    assert _forbidden_uses(source, FORBIDDEN)
+    assert _forbidden_names(source, FORBIDDEN)
 
 
 @pytest.mark.parametrize(
@@ -134,7 +134,7 @@ def test_imports_of_the_course_library_are_found(source):
     ],
 )
 def test_words_in_comments_strings_or_names_are_not_flagged(source):
-    assert _forbidden_uses(source, FORBIDDEN) == []
+    assert _forbidden_names(source, FORBIDDEN) == []
 
 
 def test_the_students_public_check_uses_the_graders_own_tolerance():

@@ -232,23 +232,6 @@ class GuardedExecute(Execute):
         return super().output(outs, msg, display_id, cell_index)
 
 
-def _forbidden_uses(source: str, forbidden: list[str]) -> list[str]:
-    """Names of forbidden course modules that `source` imports (words in strings do not count)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    found = set()
-    for node in ast.walk(tree):
-        names = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        found.update(m for m in forbidden for n in names if n == m or n.startswith(m + "."))
-    return sorted(found)
-
-
 def _dotted(node: ast.AST) -> str | None:
     """``a.b.c`` for an attribute chain over a name, else None."""
     parts = []
@@ -466,7 +449,7 @@ class JudgeCaptures(NbGraderPreprocessor):
                 flags.append(f"`{fn}` is the course library's `{module}` implementation, not yours")
             defining = [s for s in sources if fn in _defined_functions(s)]
             for source in defining:
-                for used in _forbidden_uses(source, list(self.forbidden_modules)):
+                for used in _forbidden_names(source, list(self.forbidden_modules)):
                     flags.append(f"`{fn}` uses `{used}` from the course library")
             read = _with_helpers(defining, sources) if forbidden else []
             aliases = {k: v for source in read for k, v in _aliases(source).items()}
