@@ -4,11 +4,15 @@ import pytest
 import torch
 
 from seqmodels.data import (
+    CASES,
     SPLITS,
     _kjv_verses,
     books_by_split,
+    case_of,
     context_windows,
+    kjv_cased,
     kjv_sentences,
+    kjv_web_pairs,
     load_kjv,
     tokenize,
 )
@@ -127,3 +131,51 @@ def test_context_windows_pad_with_bos_and_end_with_eos():
         context_windows([[5]], 0)
     with pytest.raises(ValueError, match="empty corpus"):
         context_windows([], 2)
+
+
+def test_cased_tokens_are_the_lower_cased_tokens_with_their_printed_case():
+    assert tokenize("The LORD [is] my shepherd", lower=False) == [
+        "The",
+        "LORD",
+        "is",
+        "my",
+        "shepherd",
+    ]
+    assert [case_of(t) for t in ["the", "God", "I", "LORD", "O", ",", "Beth-el"]] == [
+        0,
+        1,
+        1,
+        2,
+        1,
+        0,
+        1,
+    ]
+    for split in SPLITS:
+        cased = kjv_cased(split)
+        assert [words for words, _ in cased] == list(kjv_sentences(split))
+        assert all(len(words) == len(cases) for words, cases in cased)
+    first = kjv_cased("train")[0]  # Genesis 1:1
+    assert first[0][:4] == ("in", "the", "beginning", "god")
+    assert first[1][:4] == (1, 0, 0, 1)
+    assert CASES[2] == "UPPER"
+
+
+def test_kjv_web_pairs_share_a_split_and_align_verse_by_verse():
+    pairs = {split: kjv_web_pairs(split) for split in SPLITS}
+    ids = {split: [v for v, _, _ in p] for split, p in pairs.items()}
+    assert not set(ids["train"]) & set(ids["test"])
+    assert not set(ids["train"]) & set(ids["validation"])
+    assert not set(ids["validation"]) & set(ids["test"])
+    assert sum(map(len, ids.values())) == 31_102 - 3  # the KJV's verses but three
+    for split, p in pairs.items():  # the KJV side is kjv_sentences(split), less those three
+        kjv_side, full = iter(w for _, w, _ in p), list(kjv_sentences(split))
+        expected = next(kjv_side, None)
+        for sentence in full:
+            if sentence == expected:
+                expected = next(kjv_side, None)
+        assert expected is None and len(full) - len(p) <= 3
+    genesis = pairs["train"][0]
+    assert genesis[0] == 1_001_001
+    assert genesis[2][:4] == ("in", "the", "beginning", "god") and "heavens" in genesis[2]
+    with pytest.raises(ValueError, match="split"):
+        kjv_web_pairs("dev")

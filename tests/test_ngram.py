@@ -418,3 +418,14 @@ def test_token_probs_are_the_per_token_factors_of_nll():
     total, n = model.nll([[3, 4], [4]])
     assert n == 5 and -probs.log().sum().item() == pytest.approx(total)
     assert probs[0].item() == model.prob([], 3)
+
+
+def test_sentence_nlls_are_the_per_sentence_terms_of_nll():
+    model = NGramLM(2, 5).fit([[3, 4, 3], [4, 4]])
+    sentences = [[3, 4], [4], []]
+    nlls = model.sentence_nlls(sentences)
+    assert nlls.dtype == torch.float64 and nlls.shape == (3,)
+    assert nlls.sum().item() == pytest.approx(model.nll(sentences)[0])
+    assert nlls[1].item() == pytest.approx(-math.log(model.prob([], 4) * model.prob([4], 1)))
+    unseen = NGramLM(2, 5, smoothing="mle").fit([[3]]).sentence_nlls([[3], [3, 3]])
+    assert unseen[0] < math.inf and unseen[1] == math.inf

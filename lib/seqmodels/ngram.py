@@ -325,6 +325,13 @@ class NGramLM:
             n += 1
         return total, n
 
+    def sentence_nlls(self, sentences: Iterable[Sequence[int]]) -> torch.Tensor:
+        r"""$-\log p(x)$ of each sentence (its words and its ``</s>``), in nats, as an ``(S,)`` float64
+        vector: the per-sentence terms of `nll`'s total (``inf`` where some token has p = 0)."""
+        return torch.tensor(
+            [self.nll([sentence])[0] for sentence in sentences], dtype=torch.float64
+        )
+
     def perplexity(self, sentences: Iterable[Sequence[int]]) -> float:
         r"""Perplexity $\exp\bigl(-\frac{1}{N}\sum_t \log p(x_t \mid x_{t-n+1}^{t-1})\bigr)$.
 
