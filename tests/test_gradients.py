@@ -92,8 +92,11 @@ def test_decay_fit_takes_distances_and_refuses_zeros():
 def test_input_gradient_norms_match_autograd_for_rnn_gru_and_lstm():
     g = torch.Generator().manual_seed(4)
     x = torch.randn(6, 3, dtype=torch.float64, generator=g)
-    for module in (nn.RNN(3, 4, batch_first=True), nn.GRU(3, 4, batch_first=True),
-                   nn.LSTM(3, 4, batch_first=True)):
+    for module in (
+        nn.RNN(3, 4, batch_first=True),
+        nn.GRU(3, 4, batch_first=True),
+        nn.LSTM(3, 4, batch_first=True),
+    ):
         module = module.double()
         norms = input_gradient_norms(module, x)
         assert norms.shape == (6,)

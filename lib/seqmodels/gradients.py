@@ -68,8 +68,7 @@ def state_jacobians(
     time = len(x)
     eye = torch.eye(rnn.hidden_size, dtype=x.dtype, device=x.device)
     jacobians = [
-        torch.autograd.functional.jacobian(run_from(t), h[t], vectorize=True)
-        for t in range(time)
+        torch.autograd.functional.jacobian(run_from(t), h[t], vectorize=True) for t in range(time)
     ]
     return torch.stack([*jacobians, eye])
 
