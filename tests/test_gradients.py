@@ -138,3 +138,24 @@ def test_clipping_keeps_the_direction():
     assert clip_grad_norm([p, q], 1.0).item() == pytest.approx(5.0)
     torch.testing.assert_close(torch.cat([p.grad, q.grad]), torch.tensor([0.6, 0.0, 0.8]))
     assert math.isclose(global_norm([p.grad, q.grad]).item(), 1.0, rel_tol=1e-6)
+
+
+def test_loss_gradient_by_position_is_each_input_s_share_of_one_prediction_s_gradient():
+    from seqmodels.gradients import loss_gradient_by_position
+    from seqmodels.rnn import RNNLM
+
+    torch.manual_seed(0)
+    model = RNNLM(12, 5, 7, core="torch").double()
+    sentences = [[3, 4, 5, 6], [7, 8, 9, 10]]
+    reach = loss_gradient_by_position(model, sentences, 3)
+    assert reach.shape == (4,)
+    expected = []
+    for s in sentences:  # one sentence at a time, by hooking the embedding output
+        embedded = model.embedding(torch.tensor([[0, *s[:3]]])).detach().requires_grad_()
+        out, _ = model.rnn(embedded)
+        loss = nn.functional.cross_entropy(model.output(out[:, -1]), torch.tensor([s[3]]))
+        (grad,) = torch.autograd.grad(loss, embedded)
+        expected.append(grad[0].norm(dim=-1))
+    torch.testing.assert_close(reach, torch.stack(expected).mean(0))
+    with pytest.raises(ValueError, match="position"):
+        loss_gradient_by_position(model, sentences, 5)

@@ -196,3 +196,21 @@ def test_cost_vs_length_draws_each_series_and_refuses_a_mismatch():
     plt.close(fig)
     with pytest.raises(ValueError, match="3 lengths"):
         cost_vs_length([1, 2, 4], {"a": [1.0]}, "n", "s")
+
+
+def test_stacked_curves_share_the_x_axis_and_keep_a_series_colour_across_panels():
+    panels = [
+        ("loss", {"a": [3.0, 2.0, 1.0], "b": [3.0, 2.5, 2.0]}, False),
+        ("norm", {"a": [1.0, 10.0, 100.0], "b": [1.0, 1.0, 1.0]}, True),
+    ]
+    fig = plots.stacked_curves(panels, x=[0, 1, 2], xlabel="step")
+    top, bottom = fig.axes
+    assert [line.get_color() for line in top.lines] == [line.get_color() for line in bottom.lines]
+    assert bottom.get_yscale() == "log" and top.get_yscale() == "linear"
+    assert list(bottom.lines[0].get_xdata()) == [0, 1, 2]
+    assert plots.smallest_text_px(fig) >= plots.MIN_TEXT_PX
+    plt.close(fig)
+    with pytest.raises(ValueError, match="2 x positions"):
+        plots.stacked_curves([("y", {"a": [1.0, 2.0, 3.0]}, False)], x=[0, 1])
+    with pytest.raises(ValueError, match="no series"):
+        plots.stacked_curves([("y", {}, False)])

@@ -362,3 +362,46 @@ def test_generation_carries_the_state_and_equals_rereading_the_prefix():
     torch.testing.assert_close(h, h_all)
     seconds = time_per_token(model, [1, 8], reread=True, repeats=1)
     assert len(seconds) == 2 and all(s > 0 for s in seconds)
+
+
+def test_training_records_gradient_norms_before_clipping_and_takes_sgd():
+    from seqmodels.rnn import train_sentence_lm
+
+    sentences = [[3, 4, 5, 6]] * 20 + [[7, 8, 9]] * 20
+    runs = {}
+    for clip in (None, 1e-3):
+        torch.manual_seed(0)
+        model = RNNLM(10, 8, 16, core="torch")
+        runs[clip] = train_sentence_lm(
+            model,
+            sentences,
+            sentences[:4],
+            steps=5,
+            batch_size=8,
+            lr=0.5,
+            clip=clip,
+            optimizer="sgd",
+            generator=torch.Generator().manual_seed(1),
+        )
+    # the first step's norm is the same (measured before clipping); later steps differ
+    assert runs[None].grad_norms[0] == pytest.approx(runs[1e-3].grad_norms[0])
+    assert runs[None].grad_norms[0] > 1e-3 and len(runs[None].grad_norms) == 5
+    assert runs[None].step_loss[1] != pytest.approx(runs[1e-3].step_loss[1])
+    with pytest.raises(ValueError, match="optimizer"):
+        train_sentence_lm(
+            model, sentences, sentences, steps=1, optimizer="rmsprop", generator=torch.Generator()
+        )
+
+
+def test_distributions_at_a_position_are_the_model_s_next_token_probabilities():
+    from seqmodels.rnn import distributions_at
+
+    torch.manual_seed(0)
+    model = RNNLM(12, 5, 7, core="torch").double()
+    sentences = [[3, 4, 5], [6, 7, 8, 9]]
+    probs = distributions_at(model, sentences, 2)
+    for i, s in enumerate(sentences):
+        logits, _ = model(torch.tensor([[0, *s[:2]]]))
+        torch.testing.assert_close(probs[i], logits[0, -1].softmax(-1))
+    with pytest.raises(ValueError, match="position"):
+        distributions_at(model, sentences, 4)

@@ -319,3 +319,35 @@ def test_ngram_floor_matches_large_sample(distance, orders):
     for order in orders:
         estimate = empirical_ngram_entropy(sentences, order, len(lang.vocab))
         assert estimate == pytest.approx(lang.ngram_floor(order), abs=0.01), order
+
+
+def test_agreement_scores_the_true_model_as_perfect_and_a_number_blind_one_as_chance():
+    lang = AgreementLanguage(distance=2, p_plural=0.5)
+    sentences = lang.sample(200, torch.Generator().manual_seed(0))
+    verb = lang.verb_position
+    true = torch.stack([lang.next_token_distribution(s[:verb]) for s in sentences])
+    assert lang.agreement(true, sentences) == (1.0, 1.0)
+    blind = true.clone()
+    for i in range(len(sentences)):  # spread each verb mass evenly over both numbers
+        mass = blind[i, lang.verb_ids()].sum()
+        blind[i, lang.verb_ids()] = mass / len(lang.verb_ids())
+    share, accuracy = lang.agreement(blind, sentences)
+    assert share == pytest.approx(0.5) and accuracy == 0.0  # ties are not "more"
+    wrong = true[:, list(lang.verb_ids(True)) + list(lang.verb_ids(False))]
+    swapped = true.clone()
+    swapped[:, list(lang.verb_ids())] = wrong
+    assert lang.agreement(swapped, sentences) == (0.0, 0.0)
+    with pytest.raises(ValueError, match="verb_probs"):
+        lang.agreement(true[:, :5], sentences)
+
+
+def test_stream_puts_each_sentence_then_eos_and_verbs_where_the_docstring_says():
+    lang = AgreementLanguage(distance=3)
+    sentences = lang.sample(4, torch.Generator().manual_seed(1))
+    stream = lang.stream(sentences)
+    assert stream.shape == (4 * lang.tokens_per_sentence,)
+    assert stream.tolist() == [t for s in sentences for t in (*s, Vocabulary.eos)]
+    for i, s in enumerate(sentences):
+        assert stream[i * lang.tokens_per_sentence + lang.verb_position] == s[-1]
+    with pytest.raises(ValueError, match="at least one"):
+        lang.stream([])

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import nn
 
-from .rnn import hidden_jacobian
+from .rnn import RNNLM, hidden_jacobian, sentence_batch
 
 
 def _last_state(output: tuple) -> torch.Tensor:
@@ -169,3 +169,31 @@ def clip_grad_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> torch
         for g in grads:
             g.mul_(scale)
     return total
+
+
+def loss_gradient_by_position(
+    model: RNNLM, sentences: list[list[int]], position: int
+) -> torch.Tensor:
+    r"""How much of one prediction's gradient reaches each earlier input, averaged over `sentences`.
+
+    For the loss $L_k = -\log p(w_k \mid \texttt{<s>}\, w_0 \dots w_{k-1})$ at word position
+    $k$ = `position` (the same for every sentence), returns ``(k + 1,)``: entry ``j`` is the mean
+    over sentences of $\lVert \partial L_k / \partial e_j \rVert$, the gradient reaching the
+    embedding $e_j$ of input ``j`` (input 0 is ``<s>``, input ``j`` is word ``j - 1``). For the
+    agreement language and $k = d + 1$ (the verb), entry 1 is what reaches the subject. Works for any
+    `model` whose ``rnn`` is a batch-first recurrent module (Elman, ``nn.RNN``, ``nn.GRU``,
+    ``nn.LSTM``).
+    """
+    if any(not 0 <= position <= len(s) for s in sentences):
+        raise ValueError(
+            f"expected position in 0 .. len(sentence) for every sentence, got {position}"
+        )
+    device = next(model.parameters()).device
+    batch = sentence_batch(sentences)
+    inputs = batch.inputs[:, : position + 1].to(device)
+    targets = batch.targets[:, position].to(device)
+    embedded = model.embedding(inputs).detach().requires_grad_()
+    out = model.rnn(embedded)[0]
+    loss = nn.functional.cross_entropy(model.output(out[:, -1]), targets, reduction="sum")
+    (grad,) = torch.autograd.grad(loss, embedded)
+    return grad.norm(dim=-1).mean(0)

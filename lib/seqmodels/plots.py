@@ -486,3 +486,41 @@ def cost_vs_length(
     ax.legend(frameon=False)
     fig.tight_layout()
     return fig
+
+
+def stacked_curves(
+    panels: Sequence[tuple[str, Mapping[str, Sequence[float]], bool]],
+    x: Sequence[float] | None = None,
+    xlabel: str = "training step",
+    styles: Mapping[str, Mapping[str, object]] | None = None,
+    legend_title: str | None = None,
+) -> Figure:
+    """Panels stacked one above the other on a shared x axis, legible at phone width.
+
+    Each panel is ``(ylabel, {name: values}, log_y)``; a name keeps its colour from panel to panel
+    (`styles` adds matplotlib options per name); `x` defaults to 1, 2, …. The top panel has the legend.
+    """
+    if not panels:
+        raise ValueError("expected at least one panel to plot")
+    height = 0.8 + 2.4 * len(panels)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(FIGURE_WIDTH, height), sharex=True)
+    axes = [axes] if len(panels) == 1 else list(axes)
+    colors: dict[str, str] = {}
+    for ax, (ylabel, series, log_y) in zip(axes, panels, strict=True):
+        if not series:
+            raise ValueError(f"panel {ylabel!r} has no series")
+        for name, values in series.items():
+            xs = list(x) if x is not None else list(range(1, len(values) + 1))
+            if len(xs) != len(values):
+                raise ValueError(f"{name!r} has {len(values)} values for {len(xs)} x positions")
+            color = colors.setdefault(name, SERIES_COLORS[len(colors) % len(SERIES_COLORS)])
+            ax.plot(
+                xs, list(values), label=name, **{"color": color, **(styles or {}).get(name, {})}
+            )
+        if log_y:
+            ax.set_yscale("log")
+        ax.set_ylabel(ylabel)
+    axes[-1].set_xlabel(xlabel)
+    axes[0].legend(title=legend_title, ncols=2 if len(colors) > 3 else 1)
+    fig.tight_layout()
+    return fig

@@ -445,14 +445,20 @@ def train_sentence_lm(
     eval_every: int = 100,
     clip: float | None = 1.0,
     progress: bool = False,
+    optimizer: str = "adam",
 ) -> History:
-    """Teacher forcing with Adam on random mini-batches of whole sentences, loss
-    :func:`masked_sequence_nll`; held-out loss on `valid` every `eval_every` steps and at the end.
-    Returns a :class:`seqmodels.train.History` (nats per token)."""
+    """Teacher forcing on random mini-batches of whole sentences, loss :func:`masked_sequence_nll`,
+    with Adam or plain SGD (`optimizer` = ``"adam"`` or ``"sgd"``, learning rate `lr`), gradients
+    clipped to global norm `clip` (None: never); held-out loss on `valid` every `eval_every` steps
+    and at the end. Returns a :class:`seqmodels.train.History` (nats per token, and each step's
+    gradient norm before clipping)."""
     if steps < 1 or batch_size < 1:
         raise ValueError(f"expected steps >= 1 and batch_size >= 1, got {steps} and {batch_size}")
+    if optimizer not in ("adam", "sgd"):
+        raise ValueError(f"expected optimizer 'adam' or 'sgd', got {optimizer!r}")
     device = next(model.parameters()).device
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    make = torch.optim.Adam if optimizer == "adam" else torch.optim.SGD
+    opt = make(model.parameters(), lr=lr)
     history = History()
     start = perf_counter()
     for step in tqdm(range(1, steps + 1), disable=not progress, desc="training", unit="step"):
@@ -461,12 +467,12 @@ def train_sentence_lm(
         batch = sentence_batch([sentences[i] for i in idx])
         logits, _ = model(batch.inputs.to(device), lengths=batch.lengths)
         loss = masked_sequence_nll(logits, batch.targets.to(device), batch.mask.to(device))
-        optimizer.zero_grad(set_to_none=True)
+        opt.zero_grad(set_to_none=True)
         loss.backward()
-        if clip is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), clip)
-        optimizer.step()
+        norm = nn.utils.clip_grad_norm_(model.parameters(), math.inf if clip is None else clip)
+        opt.step()
         history.step_loss.append(loss.item())
+        history.grad_norms.append(norm.item())
         history.tokens_seen += int(batch.mask.sum())
         if step % eval_every == 0 or step == steps:
             total, n = sentence_nll(model, valid)
@@ -501,6 +507,21 @@ def generate(
         out.append(token)
         logits, h = model(torch.tensor([[token]], device=device), h0=h)
     return out
+
+
+@torch.no_grad()
+def distributions_at(model: RNNLM, sentences: list[list[int]], position: int) -> torch.Tensor:
+    r"""$p(\cdot \mid \texttt{<s>}\, w_0 \dots w_{k-1})$ for word position $k$ = `position` of every
+    sentence (each read from ``<s>``): ``(len(sentences), V)``; $k$ = ``len(sentence)`` is ``</s>``."""
+    if any(not 0 <= position <= len(s) for s in sentences):
+        raise ValueError(
+            f"expected position in 0 .. len(sentence) for every sentence, got {position}"
+        )
+    device = next(model.parameters()).device
+    model.eval()
+    batch = sentence_batch(sentences)
+    logits, _ = model(batch.inputs.to(device), lengths=batch.lengths)
+    return logits[:, position].softmax(-1)
 
 
 @torch.no_grad()

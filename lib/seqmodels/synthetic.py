@@ -203,6 +203,37 @@ class AgreementLanguage:
             f"token id {token_id} ({self.vocab.itos[token_id]!r}) is neither a noun nor a verb"
         )
 
+    def agreement(
+        self, verb_probs: torch.Tensor, sentences: Sequence[Sequence[int]]
+    ) -> tuple[float, float]:
+        r"""How well a model's predictions at the verb agree with the subject, over `sentences`.
+
+        `verb_probs: (N, V)` holds a model's $p(\cdot \mid x_{<d+1})$ at each sentence's verb
+        position. Returns the mean share of the verb mass on verbs of the subject's number,
+        $p(\text{right verbs}) / p(\text{all verbs})$ (1 for the true model, 0.5 for one blind to
+        number when $\pi = 0.5$), and the *agreement accuracy*: the fraction of sentences where the
+        right number gets more mass than the wrong one.
+        """
+        if verb_probs.ndim != 2 or verb_probs.shape != (len(sentences), len(self.vocab)):
+            raise ValueError(
+                f"expected verb_probs of shape ({len(sentences)}, {len(self.vocab)}), "
+                f"got {tuple(verb_probs.shape)}"
+            )
+        plural = torch.tensor([self.is_plural(s[0]) for s in sentences])
+        singular_mass = verb_probs[:, self.verb_ids(False)].double().sum(1)
+        plural_mass = verb_probs[:, self.verb_ids(True)].double().sum(1)
+        right = torch.where(plural, plural_mass, singular_mass)
+        wrong = torch.where(plural, singular_mass, plural_mass)
+        share = right / (right + wrong)
+        return share.mean().item(), (right > wrong).double().mean().item()
+
+    def stream(self, sentences: Sequence[Sequence[int]]) -> torch.Tensor:
+        """The sentences as one stream of ids, each followed by ``</s>`` (id 1): ``(n × (d + 3),)``,
+        for training with truncated BPTT. Sentence ``i``'s verb is at ``i × (d + 3) + d + 1``."""
+        if not sentences:
+            raise ValueError("expected at least one sentence, got none")
+        return torch.tensor([t for s in sentences for t in (*s, Vocabulary.eos)])
+
     @property
     def verb_position(self) -> int:
         """Index of the verb in a sentence: $d + 1$."""

@@ -18,10 +18,12 @@ from .device import get_device
 class History:
     """What a training run recorded: the training loss of every step, and held-out loss at checkpoints.
 
-    Losses are mean cross-entropies in nats per token.
+    Losses are mean cross-entropies in nats per token; ``grad_norms`` (where a trainer records them)
+    are the global gradient norms of every step, before any clipping.
     """
 
     step_loss: list[float] = field(default_factory=list)
+    grad_norms: list[float] = field(default_factory=list)
     eval_steps: list[int] = field(default_factory=list)
     eval_loss: list[float] = field(default_factory=list)
     seconds: float = 0.0
