@@ -25,30 +25,9 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from .gated import GRU, LSTM
+from .padding import lengths_to_mask as _lengths_to_mask
 from .train import History
-
-
-def _lengths_to_mask(
-    lengths: torch.Tensor | None, mask: torch.Tensor | None, batch: int, time: int
-) -> torch.Tensor | None:
-    """A boolean `(batch, time)` mask (True = a real token) from `lengths: (batch,)` or `mask`."""
-    if lengths is not None and mask is not None:
-        raise ValueError("expected lengths or mask, not both")
-    if lengths is not None:
-        lengths = torch.as_tensor(lengths)
-        if lengths.shape != (batch,) or lengths.is_floating_point():
-            raise ValueError(
-                f"expected integer lengths of shape ({batch},), got {lengths.dtype} {tuple(lengths.shape)}"
-            )
-        if lengths.numel() and (lengths.min() < 0 or lengths.max() > time):
-            raise ValueError(f"expected lengths in 0 .. {time}, got {lengths.tolist()}")
-        return torch.arange(time, device=lengths.device) < lengths[:, None]
-    if mask is not None:
-        if mask.shape != (batch, time) or mask.dtype != torch.bool:
-            raise ValueError(
-                f"expected a bool mask of shape ({batch}, {time}), got {mask.dtype} {tuple(mask.shape)}"
-            )
-    return mask
 
 
 class ElmanRNN(nn.Module):
@@ -143,11 +122,29 @@ class ElmanRNN(nn.Module):
         return cls(rnn.input_size, rnn.hidden_size).to(p.device, p.dtype).copy_from(rnn)
 
 
-class RNNLM(nn.Module):
-    r"""Embedding → Elman RNN → linear: $p(x_{t+1} \mid x_{\le t}) = \mathrm{softmax}(W_{hy} h_t + b_y)$.
+#: The recurrent cores an :class:`RNNLM` can use: name → (module class, keyword arguments).
+#: Fused PyTorch modules (``nn.RNN``/``nn.GRU``/``nn.LSTM``) and the hand-written ones of
+#: :mod:`seqmodels.rnn` and :mod:`seqmodels.gated`; each pair has the same parameter names.
+CORES: dict[str, tuple[type, dict]] = {
+    "elman": (ElmanRNN, {}),
+    "torch": (nn.RNN, {"batch_first": True}),
+    "gru": (nn.GRU, {"batch_first": True}),
+    "lstm": (nn.LSTM, {"batch_first": True}),
+    "gru-hand": (GRU, {"reset": "after"}),
+    "gru-lecture": (GRU, {"reset": "before"}),
+    "lstm-hand": (LSTM, {}),
+}
 
-    `core` = ``"elman"`` uses the hand-written :class:`ElmanRNN`, ``"torch"`` uses ``nn.RNN``
-    (batch first, tanh); both have the same parameter names, so a ``state_dict`` loads into either.
+
+class RNNLM(nn.Module):
+    r"""Embedding → recurrent core → linear: $p(x_{t+1} \mid x_{\le t}) = \mathrm{softmax}(W_{hy} h_t + b_y)$.
+
+    `core` picks the recurrence (see :data:`CORES`): ``"elman"`` the hand-written :class:`ElmanRNN`,
+    ``"torch"`` ``nn.RNN`` (batch first, tanh), ``"gru"`` ``nn.GRU``, ``"lstm"`` ``nn.LSTM``, and the
+    hand-written gated cells ``"gru-hand"`` (equal to ``nn.GRU``), ``"gru-lecture"`` (the reset gate
+    before the recurrent product) and ``"lstm-hand"``. A hand-written core and its fused twin have
+    the same parameter names, so a ``state_dict`` loads into either. The LSTM's state is the pair
+    ``(h, c)``, each ``(batch, d_h)``; every other core's is ``h``.
     Attributes: ``embedding`` $E$ ``(V, d_e)``, ``rnn``, ``output`` ($W_{hy}$ ``(V, d_h)``, $b_y$ ``(V,)``).
     """
 
@@ -155,30 +152,58 @@ class RNNLM(nn.Module):
         self, vocab_size: int, embed_dim: int = 64, hidden_dim: int = 128, core: str = "elman"
     ):
         super().__init__()
-        if core not in ("elman", "torch"):
-            raise ValueError(f"expected core 'elman' or 'torch', got {core!r}")
+        if core not in CORES:
+            raise ValueError(f"expected core to be one of {sorted(CORES)}, got {core!r}")
         sizes = [("vocab_size", vocab_size), ("embed_dim", embed_dim), ("hidden_dim", hidden_dim)]
         for name, value in sizes:
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"expected {name} to be a positive integer, got {value!r}")
         self.vocab_size, self.core = vocab_size, core
         self.embedding = nn.Embedding(vocab_size, embed_dim)
-        if core == "elman":
-            self.rnn: nn.Module = ElmanRNN(embed_dim, hidden_dim)
-        else:
-            self.rnn = nn.RNN(embed_dim, hidden_dim, batch_first=True)
+        kind, kwargs = CORES[core]
+        self.rnn: nn.Module = kind(embed_dim, hidden_dim, **kwargs)
         self.output = nn.Linear(hidden_dim, vocab_size)
+
+    @property
+    def fused(self) -> bool:
+        """Whether the core is one of PyTorch's fused modules (``nn.RNN``/``nn.GRU``/``nn.LSTM``)."""
+        return isinstance(self.rnn, nn.RNNBase)
+
+    @property
+    def is_lstm(self) -> bool:
+        """Whether the state is the pair ``(h, c)``."""
+        return isinstance(self.rnn, nn.LSTM | LSTM)
+
+    def initial_state(
+        self, batch: int, device: torch.device | str | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """The zero state for `batch` sequences: ``(batch, d_h)``, or ``(h, c)`` for an LSTM, in the
+        parameters' dtype (on their device unless `device` is given)."""
+        p = self.output.weight
+        h = torch.zeros(batch, self.rnn.hidden_size, dtype=p.dtype, device=device or p.device)
+        return (h, torch.zeros_like(h)) if self.is_lstm else h
+
+    def _check_state(self, h0, batch: int) -> None:
+        hidden = self.rnn.hidden_size
+        parts = h0 if self.is_lstm and isinstance(h0, tuple | list) else (h0,)
+        if self.is_lstm and len(parts) != 2:
+            raise ValueError(f"expected the LSTM state h0 = (h, c), got a sequence of {len(parts)}")
+        for part in parts:
+            if not isinstance(part, torch.Tensor) or part.shape != (batch, hidden):
+                shape = tuple(part.shape) if isinstance(part, torch.Tensor) else type(part).__name__
+                raise ValueError(f"expected h0 of shape ({batch}, {hidden}), got {shape}")
 
     def forward(
         self,
         tokens: torch.Tensor,
-        h0: torch.Tensor | None = None,
+        h0: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None,
         lengths: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits ``(batch, time, vocab_size)`` and last state ``(batch, d_h)`` for `tokens: (batch, time)` ids.
+    ) -> tuple[torch.Tensor, torch.Tensor | tuple[torch.Tensor, torch.Tensor]]:
+        """Logits ``(batch, time, vocab_size)`` and last state ``(batch, d_h)`` (an LSTM: ``(h, c)``)
+        for `tokens: (batch, time)` ids.
 
-        `h0: (batch, d_h)` continues from a state (truncated BPTT); `lengths: (batch,)` marks padding,
-        after which the state is frozen (the torch core packs the batch; it needs lengths ≥ 1).
+        `h0` continues from a state (truncated BPTT, generation); `lengths: (batch,)` marks padding,
+        after which the state is frozen (a fused core packs the batch; it needs lengths ≥ 1).
         """
         if tokens.ndim != 2:
             raise ValueError(f"expected tokens of shape (batch, time), got {tuple(tokens.shape)}")
@@ -187,22 +212,24 @@ class RNNLM(nn.Module):
         if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
             raise IndexError(f"token ids must lie in 0 .. {self.vocab_size - 1}")
         x = self.embedding(tokens)
-        if self.core == "elman":
+        if h0 is not None:
+            self._check_state(h0, len(tokens))
+        if not self.fused:
             out, h = self.rnn(x, h0, lengths=lengths)
             return self.output(out), h
-        hidden = self.rnn.hidden_size
-        if h0 is not None and h0.shape != (len(tokens), hidden):
-            raise ValueError(
-                f"expected h0 of shape ({len(tokens)}, {hidden}), got {tuple(h0.shape)}"
-            )
-        h0_torch = None if h0 is None else h0[None].contiguous()
+        if h0 is None:
+            h0_torch = None
+        elif self.is_lstm:
+            h0_torch = tuple(s[None].contiguous() for s in h0)
+        else:
+            h0_torch = h0[None].contiguous()
         if lengths is None:
             out, h = self.rnn(x, h0_torch)
         else:
             lengths = torch.as_tensor(lengths).cpu()
             _lengths_to_mask(lengths, None, *tokens.shape)  # validates
             if lengths.numel() and lengths.min() < 1:
-                raise ValueError("the torch core packs the batch and needs every length >= 1")
+                raise ValueError("a fused core packs the batch and needs every length >= 1")
             packed = nn.utils.rnn.pack_padded_sequence(
                 x, lengths, batch_first=True, enforce_sorted=False
             )
@@ -210,10 +237,12 @@ class RNNLM(nn.Module):
             out, _ = nn.utils.rnn.pad_packed_sequence(
                 out, batch_first=True, total_length=tokens.shape[1]
             )
-        return self.output(out), h[0]
+        last = (h[0][0], h[1][0]) if self.is_lstm else h[0]
+        return self.output(out), last
 
     def parameter_count(self) -> int:
-        """The number of trainable scalars: $V d_e + d_h d_e + d_h^2 + 2 d_h + V d_h + V$."""
+        """The number of trainable scalars: $V d_e + k(d_h d_e + d_h^2 + 2 d_h) + V d_h + V$, with
+        $k$ = 1 (Elman), 3 (GRU) or 4 (LSTM) blocks of recurrent weights."""
         return sum(p.numel() for p in self.parameters())
 
 
@@ -354,6 +383,8 @@ def truncated_bptt_step(
     if clip is not None:
         nn.utils.clip_grad_norm_(model.parameters(), clip)
     optimizer.step()
+    if isinstance(h_last, tuple):
+        return loss.item(), tuple(s.detach() for s in h_last)
     return loss.item(), h_last.detach()
 
 
@@ -533,11 +564,10 @@ def time_per_token(
     from ``<s>`` (``reread=True``, what a model without a state must do)."""
     device = next(model.parameters()).device
     model.eval()
-    hidden = model.rnn.hidden_size
     seconds = []
     for n in positions:
         prefix = torch.zeros(1, n, dtype=torch.int64, device=device)
-        h = torch.zeros(1, hidden, device=device)
+        h = model.initial_state(1, device)
         best = math.inf
         for _ in range(repeats):
             start = perf_counter()
