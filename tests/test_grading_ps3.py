@@ -1,0 +1,342 @@
+"""Problem Set 3's grading round trip and its solutions' oracles.
+
+The round trip is the same machinery as PS1's and PS2's (the hostile-submission suite runs once, in
+tests/test_grading.py); here only what is PS3's own: the solution earns 10, the blank release 0,
+each plausible wrong answer (tests/ps3_submissions.py) loses points on its own task only, with
+feedback naming the task and the failing cases; a task answered with what it forbids (autograd in
+the by-hand Jacobian, torch's clipping or LSTM) or with the course library's hidden
+`seqmodels.gradients` / `seqmodels.gated` earns nothing for it.
+
+The solutions are the references, so they are checked here against oracles nobody here wrote:
+`torch.nn.utils.clip_grad_norm_`, `torch.autograd.functional.jacobian`, `torch.nn.GRUCell` (mapped
+to the lecture's GRU), `torch.nn.LSTM` with copied weights over packed sequences, and central
+differences.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from functools import partial
+
+import nbformat
+import pytest
+import torch
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+import grading_helpers as helpers
+from grading_helpers import BIN, LIMITS, ROOT, assert_release_in_sync, current_manifest, run
+from ps1_submissions import fill, solution_answers
+from ps3_submissions import RULE_BREAKERS, SOURCE, TESTS, WRONG
+from seqmodels.grading import references
+from seqmodels.grading.capture import _encode
+from seqmodels.grading.compare import judge
+
+PS = "ps3"
+pytestmark = pytest.mark.grading
+
+new_course = partial(helpers.new_course, ps=PS)
+submit = partial(helpers.submit, ps=PS)
+release_and_answers = partial(helpers.release_and_answers, ps=PS)
+read_csv = partial(helpers.read_csv, ps=PS)
+feedback = partial(helpers.feedback, ps=PS)
+
+# test cell → the task name its Checker reports
+TASK_OF = {
+    "test_clip_by_global_norm": "clip_by_global_norm",
+    "test_state_jacobians": "state_jacobians",
+    "test_gru_step": "gru_step",
+    "test_lstm_forward": "lstm_forward",
+    "test_input_gradient_norms": "input_gradient_norms",
+}
+
+
+def task_points(html: str) -> dict[str, float]:
+    """{task: points} from the feedback's "task: p of 2 points" lines."""
+    return {t: float(p) for t, p in re.findall(r"(\w+): ([\d.]+) of 2 points", html)}
+
+
+def task_section(html: str, task: str) -> str:
+    """The feedback of one task: from its points line to the next task's."""
+    return html.split(f"{task}: ", 1)[1].split(" of 2 points", 2)[1]
+
+
+# ------------------------------------------------------------------ the solutions against oracles
+
+
+@pytest.fixture(scope="module")
+def solution():
+    """The solution's graded functions, defined from the source notebook's answer cells."""
+    namespace = {"torch": torch, "math": math}
+    for code in solution_answers(nbformat.read(SOURCE, as_version=4)).values():
+        exec(compile(code, str(SOURCE), "exec"), namespace)  # noqa: S102 - our own solution
+    return namespace
+
+
+def _randn(generator, *shape, scale=1.0):
+    return torch.randn(shape, generator=generator, dtype=torch.float64) * scale
+
+
+@pytest.mark.parametrize(
+    "shapes, scale, max_norm",
+    [
+        ([(4, 3), (3,), (2, 2, 2)], 1.0, 1.5),  # above the threshold
+        ([(5,), (5,), (5,)], 0.3, 1.0),  # each below it, together above it
+        ([(3, 3), ()], 0.1, 5.0),  # below: unchanged
+        ([(2, 3), (4,)], 0.0, 1.0),  # zero
+    ],
+)
+def test_clipping_equals_torchs_clip_grad_norm(solution, shapes, scale, max_norm):
+    g = torch.Generator().manual_seed(7)
+    grads = [_randn(g, *s, scale=scale) for s in shapes]
+    before = [t.clone() for t in grads]
+    clipped, norm = solution["clip_by_global_norm"](grads, max_norm)
+    params = [torch.zeros_like(t, requires_grad=True) for t in grads]
+    for p, t in zip(params, grads, strict=True):
+        p.grad = t.clone()
+    expected_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    assert norm.shape == () and norm.dtype == torch.float64
+    torch.testing.assert_close(norm, expected_norm, rtol=1e-12, atol=0)
+    for mine, p in zip(clipped, params, strict=True):
+        # torch divides by norm + 1e-6: a relative difference of at most 1e-6 / norm
+        torch.testing.assert_close(mine, p.grad, rtol=2e-6, atol=1e-12)
+    assert all(torch.equal(a, b) for a, b in zip(before, grads, strict=True))
+
+
+@pytest.mark.parametrize("T, d_in, d_h, scale", [(1, 2, 3, 1.0), (6, 3, 4, 1.0), (9, 2, 5, 2.5)])
+def test_the_jacobian_product_equals_autograd(solution, T, d_in, d_h, scale):
+    g = torch.Generator().manual_seed(T)
+    x, h0 = _randn(g, T, d_in), _randn(g, d_h, scale=0.5)
+    W_xh, W_hh, b = (
+        _randn(g, d_h, d_in),
+        _randn(g, d_h, d_h, scale=scale / d_h**0.5),
+        _randn(g, d_h),
+    )
+    with torch.inference_mode():
+        mine = solution["state_jacobians"](x, h0, W_xh, W_hh, b)
+    states = [h0]
+    for t in range(T):
+        states.append(torch.tanh(W_xh @ x[t] + W_hh @ states[-1] + b))
+
+    def from_state(t):
+        def last(h):
+            for s in range(t, T):
+                h = torch.tanh(W_xh @ x[s] + W_hh @ h + b)
+            return h
+
+        return last
+
+    for t in range(T + 1):
+        oracle = torch.autograd.functional.jacobian(from_state(t), states[t])
+        torch.testing.assert_close(mine[t], oracle, rtol=1e-10, atol=1e-12)
+    assert torch.equal(mine[T], torch.eye(d_h, dtype=torch.float64))
+
+
+def _torch_gru_cell(W, U, b):
+    """torch.nn.GRUCell computing the lecture's GRU where the two agree: torch's update gate is
+    1 - ours (weights and bias of z negated), its reset gate multiplies U_h h after the product
+    (equal to U_h (r h) when U_h is diagonal or r = 1), and its second bias is zero here."""
+    H = W.shape[0] // 3
+    cell = torch.nn.GRUCell(W.shape[1], H).double()
+    flip = torch.ones(3 * H, 1, dtype=torch.float64)
+    flip[H : 2 * H] = -1
+    with torch.no_grad():
+        cell.weight_ih.copy_(W * flip)
+        cell.weight_hh.copy_(U * flip)
+        cell.bias_ih.copy_(b * flip[:, 0])
+        cell.bias_hh.zero_()
+    return cell
+
+
+@pytest.mark.parametrize("case", ["reset gate open (r = 1)", "diagonal U_h"])
+def test_the_gru_cell_equals_torchs_gru_cell_mapped(solution, case):
+    g = torch.Generator().manual_seed(3)
+    N, d_in, H = 5, 3, 4
+    x, h = _randn(g, N, d_in), _randn(g, N, H)
+    W, U, b = _randn(g, 3 * H, d_in), _randn(g, 3 * H, H), _randn(g, 3 * H)
+    if case == "diagonal U_h":
+        U[2 * H :] = torch.diag(torch.diagonal(U[2 * H :]))
+    else:
+        b[:H] = 40.0  # sigmoid(40) rounds to 1 in float64
+    with torch.no_grad():
+        oracle = _torch_gru_cell(W, U, b)(x, h)
+    torch.testing.assert_close(solution["gru_step"](x, h, W, U, b), oracle, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("lengths", [[5, 2, 1, 4], [3, 3], [1], [1, 9, 2, 1]])
+def test_the_lstm_equals_torchs_lstm_with_copied_weights(solution, lengths):
+    g = torch.Generator().manual_seed(len(lengths))
+    B, T, d_in, H = len(lengths), max(lengths), 3, 4
+    x, h0, c0 = _randn(g, B, T, d_in), _randn(g, B, H), _randn(g, B, H)
+    lstm = torch.nn.LSTM(d_in, H, batch_first=True).double()
+    with torch.no_grad():
+        for p in lstm.parameters():
+            p.copy_(_randn(g, *p.shape))
+        packed = pack_padded_sequence(
+            x, torch.tensor(lengths), batch_first=True, enforce_sorted=False
+        )
+        out, (h_n, c_n) = lstm(packed, (h0[None], c0[None]))
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=T)
+    mine, (mine_h, mine_c) = solution["lstm_forward"](
+        x, torch.tensor(lengths), h0, c0, *(p.detach() for p in lstm.parameters())
+    )
+    for a, e in ((mine, out), (mine_h, h_n[0]), (mine_c, c_n[0])):
+        torch.testing.assert_close(a, e, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["rnn", "gru", "forgets"])
+def test_the_gradient_norms_equal_central_differences(solution, kind):
+    torch.manual_seed(5)
+    T, d_in, d_h = 6, 2, 3
+    step = {
+        "rnn": torch.nn.RNNCell(d_in, d_h).double(),
+        "gru": torch.nn.GRUCell(d_in, d_h).double(),
+        "forgets": lambda xt, h: torch.tanh(xt.sum() * torch.ones(d_h, dtype=torch.float64)),
+    }[kind]
+    g = torch.Generator().manual_seed(5)
+    x, h0 = _randn(g, T, d_in), _randn(g, d_h)
+
+    def last(inputs):
+        h = h0
+        for t in range(T):
+            h = step(inputs[t], h)
+        return h
+
+    eps = 1e-6
+    jac = torch.zeros(d_h, T, d_in, dtype=torch.float64)
+    with torch.no_grad():
+        for t in range(T):
+            for j in range(d_in):
+                e = torch.zeros_like(x)
+                e[t, j] = eps
+                jac[:, t, j] = (last(x + e) - last(x - e)) / (2 * eps)
+    oracle = jac.pow(2).sum(dim=(0, 2)).sqrt().flip(0)  # by distance from the end
+    mine = solution["input_gradient_norms"](step, x, h0)
+    assert not mine.requires_grad
+    torch.testing.assert_close(mine, oracle, rtol=1e-6, atol=1e-8)
+
+
+# ------------------------------------------------------------------ the grading round trip
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = new_course(tmp_path_factory.mktemp("course"))
+    release, answers = release_and_answers(course)
+    assert sorted(answers) == sorted(TESTS)
+    files = {
+        "solution": nbformat.writes(fill(release, answers)).encode(),
+        "blank": nbformat.writes(release).encode(),
+        **{
+            f"wrong-{name}": nbformat.writes(fill(release, {**answers, cell: code})).encode()
+            for name, (cell, code, _) in WRONG.items()
+        },
+        **{
+            f"rule-{name}": nbformat.writes(fill(release, {**answers, cell: code})).encode()
+            for name, (cell, code, _, _) in RULE_BREAKERS.items()
+        },
+    }
+    submit(course, files)
+    start = time.monotonic()
+    result = run(
+        course, str(BIN / "python"), "-m", "seqmodels.grading.run", PS, "--jobs", "2", env=LIMITS
+    )
+    seconds = time.monotonic() - start
+    rows = read_csv(course)
+    return {
+        "course": course,
+        "scores": {student: float(row["score"]) for student, row in rows.items()},
+        "rows": rows,
+        "students": sorted(files),
+        "stdout": result.stdout,
+        "seconds": seconds,
+    }
+
+
+def test_the_solution_earns_full_marks_and_the_blank_release_none(graded):
+    assert graded["scores"]["solution"] == 10
+    assert graded["scores"]["blank"] == 0
+    assert task_points(feedback(graded["course"], "solution")) == dict.fromkeys(TASK_OF.values(), 2)
+
+
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_a_plausible_wrong_answer_loses_points_on_its_own_task_only(graded, name):
+    task = TASK_OF[WRONG[name][2]]
+    assert 0 < graded["scores"][f"wrong-{name}"] < 10
+    html = feedback(graded["course"], f"wrong-{name}")
+    points = task_points(html)
+    assert points[task] < 2, points
+    assert all(p == 2 for t, p in points.items() if t != task), points
+    # that task's table has a FAIL row naming the case, and says how it failed
+    section = task_section(html, task)
+    assert re.search(r"<td>[^<]+</td>\s*<td>FAIL</td>", section), section[:3000]
+    assert any(
+        kind in section
+        for kind in (
+            "outside the tolerance",
+            "exact match required",
+            "wrong shape",
+            "raised",
+            "NaN",
+        )
+    ), section[:3000]
+
+
+@pytest.mark.parametrize("name", sorted(RULE_BREAKERS))
+def test_a_forbidden_tool_or_the_library_in_a_task_earns_nothing_for_it(graded, name):
+    _, _, test_cell, text = RULE_BREAKERS[name]
+    task = TASK_OF[test_cell]
+    html = feedback(graded["course"], f"rule-{name}")
+    assert graded["scores"][f"rule-{name}"] == 8
+    assert task_points(html)[task] == 0
+    assert text in re.sub(r"<[^>]+>", "", html)  # the flag, with its <code> tags taken out
+
+
+@pytest.mark.parametrize("name", ["imports-seqmodels-gradients", "imports-seqmodels-gated"])
+def test_the_library_modules_cannot_even_be_imported_in_the_sandbox(graded, name):
+    assert "this cell raised ImportError" in feedback(graded["course"], f"rule-{name}")
+
+
+def test_every_student_has_a_row_and_grading_is_quick(graded):
+    """(That no kernel outlives the run is checked once, by PS1's round trip.)"""
+    assert sorted(graded["rows"]) == graded["students"]
+    assert all(row["sandbox"] == "bubblewrap" for row in graded["rows"].values())
+    # two workers: each submission took well under a minute, even on a loaded 2-core machine
+    assert graded["seconds"] * 2 / len(graded["students"]) < 60, graded["seconds"]
+
+
+def test_the_release_is_in_sync_and_holds_no_solutions_hidden_tests_or_references(graded):
+    assert_release_in_sync(graded["course"], PS)
+
+
+def test_stored_references_belong_to_the_current_solution():
+    manifest = current_manifest(PS)
+    forbidden = set(manifest["tasks"]["state_jacobians"]["forbidden"])
+    assert {"torch.autograd", "backward", "torch.func", "inference_mode"} <= forbidden
+    assert "torch.nn.utils" in manifest["tasks"]["clip_by_global_norm"]["forbidden"]
+    assert {"LSTM", "LSTMCell"} <= set(manifest["tasks"]["lstm_forward"]["forbidden"])
+    assert {"GRU", "GRUCell"} <= set(manifest["tasks"]["gru_step"]["forbidden"])
+    assert "forbidden" not in manifest["tasks"]["input_gradient_norms"]  # autograd is the point
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU: the CPU run made the references")
+def test_the_solution_on_the_gpu_matches_the_cpu_references():
+    tensors, manifest = references.build(ROOT / "solutions" / PS / f"{PS}.ipynb", device="cuda")
+    refs, _ = references.load(ROOT / "solutions" / PS / "references", PS)
+    for task, entry in manifest["tasks"].items():
+        for index, case in enumerate(entry["cases"]):
+            prefix = f"{task}{references.SEP}{index}{references.SEP}"
+            actual = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+            verdict = judge(case, {"data": _encode(actual)}, refs[task][case])
+            assert verdict.passed, (task, verdict.message)
+
+
+def test_no_code_cell_imports_a_hidden_module():
+    config = (ROOT / "nbgrader_config.py").read_text()
+    hidden = re.findall(r'"(seqmodels\.\w+)"', config.split("GRADED_IMPLEMENTATIONS = [")[1])
+    assert {"seqmodels.gradients", "seqmodels.gated", "seqmodels.rnn"} <= set(hidden)
+    source = nbformat.read(SOURCE, as_version=4)
+    for cell in source.cells:
+        if cell.cell_type == "code":
+            assert not any(module in cell.source for module in hidden), cell.metadata
