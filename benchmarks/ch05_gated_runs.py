@@ -131,7 +131,8 @@ def main() -> None:
     name = "gated_race" if args.part == "race" else "gated_kjv"
     out = args.out or RESULTS / f"{name}.json"
     result.update(where_measured(device))
-    result["script"] = f"benchmarks/ch05_gated_runs.py {args.part}"
+    result["script"] = "benchmarks/ch05_gated_runs.py"
+    result["command"] = f".venv/bin/python benchmarks/ch05_gated_runs.py {args.part}"
     result["note"] = "wall-clock seconds measured on one thread while other jobs shared the CPU"
     save_result(out.stem, result, out.parent)
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=2))

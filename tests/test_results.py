@@ -29,3 +29,13 @@ def test_long_run_is_for_the_current_corpus_and_names_its_script(name):
     assert len(run["validation_perplexity_per_epoch"]) == run["epochs"]
     path = ROOT / "lib" / "seqmodels" / "results" / f"{name}.json"
     assert json.loads(path.read_text()) == run
+
+
+def test_chapter_5_runs_name_their_script_and_match_the_corpus():
+    race, kjv = load_result("gated_race"), load_result("gated_kjv")
+    for run in (race, kjv):
+        assert (ROOT / run["script"]).is_file()
+    assert kjv["vocabulary_size"] == len(load_kjv(min_count=2).vocab)
+    assert set(kjv["runs"]) == {"RNN", "GRU", "LSTM"}
+    cells = {(r["d"], r["seed"], r["model"]) for r in race["runs"]}
+    assert len(cells) == len(race["distances"]) * race["seeds"] * 3
