@@ -1,4 +1,4 @@
-"""Helpers shared by the grading round trips (tests/test_grading.py for PS1, test_grading_ps2.py).
+"""Helpers shared by the grading round trips (tests/test_grading.py for PS1, test_grading_psN.py).
 
 Each works on a copy of the course in a temporary folder, for the problem set `ps` it is given:
 generate its release, submit notebooks, run `make grade`'s driver, read the CSV and the feedback.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -122,3 +123,104 @@ def current_manifest(ps: str) -> dict:
     )
     assert sum(t["points"] for t in manifest["tasks"].values()) == 10
     return manifest
+
+
+# ------------------------------------------------ one round trip of a problem set's submissions
+
+
+def grade_submissions(course: Path, ps: str, tests: list, wrong: dict, rule_breakers: dict) -> dict:
+    """Grade the solution, the blank release, each wrong answer and each rule-breaker of `ps`.
+
+    `wrong` maps a name to ``(test cell, answer code, ...)`` and `rule_breakers` to ``(test cell,
+    answer code, ...)`` as the ``psN_submissions`` modules give them; each replaces one answer of
+    the solution. Returns the scores, the CSV rows, the students and the grading time.
+    """
+    import time
+
+    from ps1_submissions import fill
+
+    new_course(course, ps)
+    release, answers = release_and_answers(course, ps)
+    assert sorted(answers) == sorted(tests)
+    files = {
+        "solution": nbformat.writes(fill(release, answers)).encode(),
+        "blank": nbformat.writes(release).encode(),
+        **{
+            f"wrong-{name}": nbformat.writes(fill(release, {**answers, cell: code})).encode()
+            for name, (cell, code, *_) in wrong.items()
+        },
+        **{
+            f"rule-{name}": nbformat.writes(fill(release, {**answers, cell: code})).encode()
+            for name, (cell, code, *_) in rule_breakers.items()
+        },
+    }
+    submit(course, files, ps)
+    start = time.monotonic()
+    result = run(
+        course, str(BIN / "python"), "-m", "seqmodels.grading.run", ps, "--jobs", "2", env=LIMITS
+    )
+    seconds = time.monotonic() - start
+    rows = read_csv(course, ps)
+    return {
+        "course": course,
+        "scores": {student: float(row["score"]) for student, row in rows.items()},
+        "rows": rows,
+        "students": sorted(files),
+        "stdout": result.stdout,
+        "seconds": seconds,
+    }
+
+
+def task_points(html: str) -> dict[str, float]:
+    """{task: points} from the feedback's "task: p of 2 points" lines."""
+    return {t: float(p) for t, p in re.findall(r"(\w+): ([\d.]+) of 2 points", html)}
+
+
+def task_section(html: str, task: str) -> str:
+    """The feedback of one task: from its points line to the next task's."""
+    return html.split(f"{task}: ", 1)[1].split(" of 2 points", 2)[1]
+
+
+def assert_full_marks_and_blank_none(graded: dict, ps: str, tasks) -> None:
+    assert graded["scores"]["solution"] == 10
+    assert graded["scores"]["blank"] == 0
+    html = feedback(graded["course"], "solution", ps)
+    assert task_points(html) == dict.fromkeys(tasks, 2)
+
+
+def assert_loses_points_on_its_own_task_only(graded: dict, ps: str, name: str, task: str) -> None:
+    """Wrong answer `name` scores 0 < s < 10, loses only on `task`, and a FAIL row says how."""
+    assert 0 < graded["scores"][f"wrong-{name}"] < 10
+    html = feedback(graded["course"], f"wrong-{name}", ps)
+    points = task_points(html)
+    assert points[task] < 2, points
+    assert all(p == 2 for t, p in points.items() if t != task), points
+    # that task's table has a FAIL row naming the case, and says how it failed
+    section = task_section(html, task)
+    assert re.search(r"<td>[^<]+</td>\s*<td>FAIL</td>", section), section[:3000]
+    kinds = ("outside the tolerance", "exact match required", "wrong shape", "raised", "NaN")
+    assert any(kind in section for kind in kinds), section[:3000]
+
+
+def assert_earns_nothing_for_its_task(graded: dict, ps: str, name: str, task: str, text: str):
+    """Rule-breaker `name` gets 0 on `task`, full marks elsewhere, and feedback saying `text`."""
+    html = feedback(graded["course"], f"rule-{name}", ps)
+    assert graded["scores"][f"rule-{name}"] == 8
+    assert task_points(html)[task] == 0
+    assert text in re.sub(r"<[^>]+>", "", html)  # the flag, with its <code> tags taken out
+
+
+def wrong_answers(
+    source: nbformat.NotebookNode, bugs: dict, tests: dict
+) -> dict[str, tuple[str, str, str]]:
+    """name → (answer cell, buggy code, test cell that loses points): each bug of `bugs`, ``name →
+    (answer cell, [(right, wrong), ...])``, applied to the solution's answer in `source`."""
+    answers = solution_answers(source)
+    out = {}
+    for name, (cell, edits) in bugs.items():
+        code = answers[cell]
+        for right, wrong in edits:
+            assert code.count(right) == 1, (name, right)
+            code = code.replace(right, wrong)
+        out[name] = (cell, code, tests[cell])
+    return out

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from ps1_submissions import solution_answers
+from grading_helpers import wrong_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "solutions" / "ps2" / "ps2.ipynb"
@@ -152,17 +152,4 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
 }
 
 
-def wrong_answers(source: nbformat.NotebookNode) -> dict[str, tuple[str, str, str]]:
-    """name → (answer cell, buggy code, test cell that loses points), from the solution's answers."""
-    answers = solution_answers(source)
-    out = {}
-    for name, (cell, edits) in _BUGS.items():
-        code = answers[cell]
-        for right, wrong in edits:
-            assert code.count(right) == 1, (name, right)
-            code = code.replace(right, wrong)
-        out[name] = (cell, code, TESTS[cell])
-    return out
-
-
-WRONG = wrong_answers(nbformat.read(SOURCE, as_version=4))
+WRONG = wrong_answers(nbformat.read(SOURCE, as_version=4), _BUGS, TESTS)

@@ -9,7 +9,6 @@ task answered with autograd, or with the course library's hidden `seqmodels.rnn`
 from __future__ import annotations
 
 import re
-import time
 from functools import partial
 
 import nbformat
@@ -17,8 +16,7 @@ import pytest
 import torch
 
 import grading_helpers as helpers
-from grading_helpers import BIN, LIMITS, ROOT, assert_release_in_sync, current_manifest, run
-from ps1_submissions import fill
+from grading_helpers import ROOT, assert_release_in_sync, current_manifest
 from ps2_submissions import RULE_BREAKERS, TESTS, WRONG
 from seqmodels.grading import references
 from seqmodels.grading.capture import _encode
@@ -43,87 +41,25 @@ TASK_OF = {
 }
 
 
-def task_points(html: str) -> dict[str, float]:
-    """{task: points} from the feedback's "task: p of 2 points" lines."""
-    return {t: float(p) for t, p in re.findall(r"(\w+): ([\d.]+) of 2 points", html)}
-
-
-def task_section(html: str, task: str) -> str:
-    """The feedback of one task: from its points line to the next task's."""
-    return html.split(f"{task}: ", 1)[1].split(" of 2 points", 2)[1]
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course = new_course(tmp_path_factory.mktemp("course"))
-    release, answers = release_and_answers(course)
-    assert sorted(answers) == sorted(TESTS)
-    files = {
-        "solution": nbformat.writes(fill(release, answers)).encode(),
-        "blank": nbformat.writes(release).encode(),
-        **{
-            f"wrong-{name}": nbformat.writes(fill(release, {**answers, cell: code})).encode()
-            for name, (cell, code, _) in WRONG.items()
-        },
-        **{
-            f"rule-{name}": nbformat.writes(fill(release, {**answers, cell: code})).encode()
-            for name, (cell, code, _, _) in RULE_BREAKERS.items()
-        },
-    }
-    submit(course, files)
-    start = time.monotonic()
-    result = run(
-        course, str(BIN / "python"), "-m", "seqmodels.grading.run", PS, "--jobs", "2", env=LIMITS
-    )
-    seconds = time.monotonic() - start
-    rows = read_csv(course)
-    return {
-        "course": course,
-        "scores": {student: float(row["score"]) for student, row in rows.items()},
-        "rows": rows,
-        "students": sorted(files),
-        "stdout": result.stdout,
-        "seconds": seconds,
-    }
+    course = tmp_path_factory.mktemp("course")
+    return helpers.grade_submissions(course, PS, TESTS, WRONG, RULE_BREAKERS)
 
 
 def test_the_solution_earns_full_marks_and_the_blank_release_none(graded):
-    assert graded["scores"]["solution"] == 10
-    assert graded["scores"]["blank"] == 0
-    assert task_points(feedback(graded["course"], "solution")) == dict.fromkeys(TASK_OF.values(), 2)
+    helpers.assert_full_marks_and_blank_none(graded, PS, TASK_OF.values())
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
 def test_a_plausible_wrong_answer_loses_points_on_its_own_task_only(graded, name):
-    task = TASK_OF[WRONG[name][2]]
-    assert 0 < graded["scores"][f"wrong-{name}"] < 10
-    html = feedback(graded["course"], f"wrong-{name}")
-    points = task_points(html)
-    assert points[task] < 2, points
-    assert all(p == 2 for t, p in points.items() if t != task), points
-    # that task's table has a FAIL row naming the case, and says how it failed
-    section = task_section(html, task)
-    assert re.search(r"<td>[^<]+</td>\s*<td>FAIL</td>", section), section[:3000]
-    assert any(
-        kind in section
-        for kind in (
-            "outside the tolerance",
-            "exact match required",
-            "wrong shape",
-            "raised",
-            "NaN",
-        )
-    ), section[:3000]
+    helpers.assert_loses_points_on_its_own_task_only(graded, PS, name, TASK_OF[WRONG[name][2]])
 
 
 @pytest.mark.parametrize("name", sorted(RULE_BREAKERS))
 def test_autograd_or_the_library_in_a_task_earns_nothing_for_it(graded, name):
     _, _, test_cell, text = RULE_BREAKERS[name]
-    task = TASK_OF[test_cell]
-    html = feedback(graded["course"], f"rule-{name}")
-    assert graded["scores"][f"rule-{name}"] == 8
-    assert task_points(html)[task] == 0
-    assert text in re.sub(r"<[^>]+>", "", html)  # the flag, with its <code> tags taken out
+    helpers.assert_earns_nothing_for_its_task(graded, PS, name, TASK_OF[test_cell], text)
 
 
 def test_the_library_rnn_cannot_even_be_imported_in_the_sandbox(graded):

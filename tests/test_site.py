@@ -26,6 +26,7 @@ PAGES = [
     "book/ch01_language_models.html",
     "book/ch02_backprop.html",
     "book/ch03_rnn.html",
+    "book/ch04_gradients.html",
     "book/ch05_gated.html",
     "book/problem_sets.html",
 ]
