@@ -132,7 +132,34 @@ class _Recurrent(nn.Module):
             p.copy_(getattr(module, name))
 
 
-class GatedRNN(_Recurrent):
+class _OneState(_Recurrent):
+    """A cell whose state is one vector $h$: subclasses give :meth:`step`, this runs it over time."""
+
+    def step(self, xw_t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """$h_t$ from the step's input projection `xw_t: (batch, gates * d_h)` and $h_{t-1}$."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        h0: torch.Tensor | None = None,
+        lengths: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`x: (batch, time, d_in)`, `h0: (batch, d_h)` → ``(outputs (batch, time, d_h), h_last)``.
+
+        With `lengths: (batch,)` or a bool `mask: (batch, time)`, a padded step keeps the state and
+        outputs 0, so ``h_last`` is each sequence's state after its own last real token.
+        """
+        _check_x(x, self.input_size)
+        h = _check_state("h0", h0, x, self.hidden_size)
+        out, (h,) = self._run(
+            x, (h,), lengths, mask, lambda xw_t, state: (self.step(xw_t, *state),)
+        )
+        return out, h
+
+
+class GatedRNN(_OneState):
     r"""The gated update $h_t = (1 - z_t) \odot h_{t-1} + z_t \odot \tilde h_t$ with one gate,
 
     $z_t = \sigma(W_z x_t + b_{xz} + U_z h_{t-1} + b_{hz})$ and the Elman candidate
@@ -144,27 +171,12 @@ class GatedRNN(_Recurrent):
 
     gates = 2
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        h0: torch.Tensor | None = None,
-        lengths: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """`x: (batch, time, d_in)`, `h0: (batch, d_h)` → ``(outputs (batch, time, d_h), h_last)``."""
-        _check_x(x, self.input_size)
-        h = _check_state("h0", h0, x, self.hidden_size)
+    def step(self, xw_t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         H = self.hidden_size
-
-        def step(xw_t, state):
-            (h,) = state
-            hw = h @ self.weight_hh_l0.T + self.bias_hh_l0
-            z = torch.sigmoid(xw_t[:, :H] + hw[:, :H])
-            candidate = torch.tanh(xw_t[:, H:] + hw[:, H:])
-            return ((1 - z) * h + z * candidate,)
-
-        out, (h,) = self._run(x, (h,), lengths, mask, step)
-        return out, h
+        hw = h @ self.weight_hh_l0.T + self.bias_hh_l0
+        z = torch.sigmoid(xw_t[:, :H] + hw[:, :H])
+        candidate = torch.tanh(xw_t[:, H:] + hw[:, H:])
+        return (1 - z) * h + z * candidate
 
     @torch.no_grad()
     def close_gate(self, bias: float = -30.0) -> GatedRNN:
@@ -177,33 +189,18 @@ class GatedRNN(_Recurrent):
         return self
 
 
-class ResidualRNN(_Recurrent):
+class ResidualRNN(_OneState):
     r"""The residual update $h_t = h_{t-1} + \tanh(W_{xh} x_t + b_{xh} + W_{hh} h_{t-1} + b_{hh})$.
 
     Its step Jacobian is $I + \mathrm{diag}(1 - \tilde h_t^2)\, W_{hh}$: the identity plus a
     correction, whatever $W_{hh}$ is. Parameters as ``nn.RNN``'s. The state is not bounded.
     """
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        h0: torch.Tensor | None = None,
-        lengths: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """`x: (batch, time, d_in)`, `h0: (batch, d_h)` → ``(outputs (batch, time, d_h), h_last)``."""
-        _check_x(x, self.input_size)
-        h = _check_state("h0", h0, x, self.hidden_size)
-
-        def step(xw_t, state):
-            (h,) = state
-            return (h + torch.tanh(xw_t + h @ self.weight_hh_l0.T + self.bias_hh_l0),)
-
-        out, (h,) = self._run(x, (h,), lengths, mask, step)
-        return out, h
+    def step(self, xw_t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        return h + torch.tanh(xw_t + h @ self.weight_hh_l0.T + self.bias_hh_l0)
 
 
-class GRU(_Recurrent):
+class GRU(_OneState):
     r"""The GRU, batch first, one step at a time; ``reset="after"`` equals ``torch.nn.GRU``.
 
     With $a = W_{i\cdot} x_t + b_{i\cdot}$ and $u = W_{h\cdot} h_{t-1} + b_{h\cdot}$ per gate:
@@ -227,36 +224,17 @@ class GRU(_Recurrent):
             )
         self.reset = reset
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        h0: torch.Tensor | None = None,
-        lengths: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """`x: (batch, time, d_in)`, `h0: (batch, d_h)` → ``(outputs (batch, time, d_h), h_last)``.
-
-        With `lengths: (batch,)` or a bool `mask: (batch, time)`, a padded step keeps the state and
-        outputs 0, so ``h_last`` is each sequence's state after its own last real token.
-        """
-        _check_x(x, self.input_size)
-        h = _check_state("h0", h0, x, self.hidden_size)
+    def step(self, xw_t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         H, w_hh, b_hh = self.hidden_size, self.weight_hh_l0, self.bias_hh_l0
-
-        def step(xw_t, state):
-            (h,) = state
-            u = h @ w_hh[: 2 * H].T + b_hh[: 2 * H]  # the two gates' recurrent parts
-            r = torch.sigmoid(xw_t[:, :H] + u[:, :H])
-            z = 1 - torch.sigmoid(xw_t[:, H : 2 * H] + u[:, H:])  # torch's gate is 1 - z
-            if self.reset == "after":
-                inner = r * (h @ w_hh[2 * H :].T + b_hh[2 * H :])
-            else:
-                inner = (r * h) @ w_hh[2 * H :].T + b_hh[2 * H :]
-            candidate = torch.tanh(xw_t[:, 2 * H :] + inner)
-            return ((1 - z) * h + z * candidate,)
-
-        out, (h,) = self._run(x, (h,), lengths, mask, step)
-        return out, h
+        u = h @ w_hh[: 2 * H].T + b_hh[: 2 * H]  # the two gates' recurrent parts
+        r = torch.sigmoid(xw_t[:, :H] + u[:, :H])
+        z = 1 - torch.sigmoid(xw_t[:, H : 2 * H] + u[:, H:])  # torch's gate is 1 - z
+        if self.reset == "after":
+            inner = r * (h @ w_hh[2 * H :].T + b_hh[2 * H :])
+        else:
+            inner = (r * h) @ w_hh[2 * H :].T + b_hh[2 * H :]
+        candidate = torch.tanh(xw_t[:, 2 * H :] + inner)
+        return (1 - z) * h + z * candidate
 
     def copy_from(self, gru: nn.GRU) -> GRU:
         """Copy the weights of a one-layer, unidirectional ``nn.GRU`` with biases; return self."""
