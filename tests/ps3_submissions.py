@@ -168,6 +168,22 @@ def lstm_forward(x, lengths, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh):
     return out, (h[0], c[0])
 '''
 
+_FUSED_LSTM_THROUGH_TORCH_C = '''
+def lstm_forward(x, lengths, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh):
+    """PyTorch's fused LSTM kernel reached through torch._C, one sequence at a time."""
+    fused = torch._C._VariableFunctions.lstm
+    weights = [weight_ih, weight_hh, bias_ih, bias_hh]
+    out = torch.zeros(*x.shape[:2], h0.shape[1], dtype=x.dtype, device=x.device)
+    hs, cs = [], []
+    for b, n in enumerate(lengths.tolist()):
+        state = (h0[b : b + 1, None].transpose(0, 1), c0[b : b + 1, None].transpose(0, 1))
+        o, h, c = fused(x[b : b + 1, :n], state, weights, True, 1, 0.0, False, False, True)
+        out[b, :n] = o[0]
+        hs.append(h[0, 0])
+        cs.append(c[0, 0])
+    return out, (torch.stack(hs), torch.stack(cs))
+'''
+
 _IMPORTS_LIBRARY_GRADIENTS = '''
 from seqmodels.gradients import global_norm
 
@@ -211,6 +227,12 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
         _TORCH_LSTM,
         "test_lstm_forward",
         "which this task forbids",
+    ),
+    "fused-lstm-through-torch-internals": (
+        "lstm_forward",
+        _FUSED_LSTM_THROUGH_TORCH_C,
+        "test_lstm_forward",
+        "uses torch._C",
     ),
     "imports-seqmodels-gradients": (
         "clip_by_global_norm",
