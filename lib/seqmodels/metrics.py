@@ -59,3 +59,80 @@ def perplexity_of_distribution(probs: torch.Tensor | Sequence[float]) -> float:
     This is ``exp(entropy)``: the size of a uniform choice that would be equally hard (the branching factor).
     """
     return math.exp(entropy(probs))
+
+
+# ---- sequence-to-sequence metrics: edit distance, phoneme error rate, BLEU and chrF -------------
+
+
+def edit_distance(hypothesis: Sequence[str], reference: Sequence[str]) -> int:
+    """Levenshtein distance between two token sequences (insertion, deletion, substitution cost 1),
+    computed by RapidFuzz."""
+    from rapidfuzz.distance import Levenshtein
+
+    return Levenshtein.distance(list(hypothesis), list(reference))
+
+
+def _closest(hypothesis: Sequence[str], references: Sequence[Sequence[str]]) -> tuple[int, int]:
+    if not references:
+        raise ValueError("expected at least one reference for every hypothesis, got none")
+    return min((edit_distance(hypothesis, r), len(r)) for r in references)
+
+
+def phoneme_error_rate(
+    hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[Sequence[str]]]
+) -> float:
+    r"""Corpus phoneme error rate: $\sum_i d(\hat y_i, y_i) / \sum_i |y_i|$, with $d$ the edit
+    distance and $y_i$ the reference pronunciation closest to $\hat y_i$ (a word may have several).
+
+    `references[i]` lists word $i$'s pronunciations. A rate, not capped at 1 (insertions count)."""
+    if len(hypotheses) != len(references) or not hypotheses:
+        raise ValueError(
+            f"expected as many hypotheses as references (at least one), "
+            f"got {len(hypotheses)} and {len(references)}"
+        )
+    pairs = [_closest(h, refs) for h, refs in zip(hypotheses, references, strict=True)]
+    return sum(d for d, _ in pairs) / max(sum(n for _, n in pairs), 1)
+
+
+def word_accuracy(
+    hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[Sequence[str]]]
+) -> float:
+    """The share of words whose hypothesis equals one of their reference pronunciations."""
+    if len(hypotheses) != len(references) or not hypotheses:
+        raise ValueError(
+            f"expected as many hypotheses as references (at least one), "
+            f"got {len(hypotheses)} and {len(references)}"
+        )
+    hits = sum(
+        any(list(h) == list(r) for r in refs)
+        for h, refs in zip(hypotheses, references, strict=True)
+    )
+    return hits / len(hypotheses)
+
+
+def bleu(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> float:
+    """Corpus BLEU (0–100) by sacrebleu, one reference per sentence, on the tokens joined by spaces
+    (the text is already tokenized and lower-cased, so sacrebleu's tokenizer is turned off)."""
+    import sacrebleu
+
+    hyps, refs = _joined(hypotheses, references)
+    return sacrebleu.corpus_bleu(hyps, [refs], tokenize="none").score
+
+
+def chrf(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> float:
+    """Corpus chrF (0–100, character 6-grams, β = 2) by sacrebleu, on the tokens joined by spaces."""
+    import sacrebleu
+
+    hyps, refs = _joined(hypotheses, references)
+    return sacrebleu.corpus_chrf(hyps, [refs]).score
+
+
+def _joined(
+    hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]]
+) -> tuple[list[str], list[str]]:
+    if len(hypotheses) != len(references) or not hypotheses:
+        raise ValueError(
+            f"expected as many hypotheses as references (at least one), "
+            f"got {len(hypotheses)} and {len(references)}"
+        )
+    return [" ".join(h) for h in hypotheses], [" ".join(r) for r in references]

@@ -71,7 +71,8 @@ def labelled_batch(examples: Sequence[Example], pad: int = 1) -> LabelledBatch:
 
 
 class RecurrentEncoder(nn.Module):
-    """Embedding → ``nn.RNN`` (tanh, batch first), `layers` deep, optionally bidirectional.
+    """Embedding → ``nn.RNN`` (tanh, batch first; or ``nn.GRU`` with ``cell="gru"``), `layers` deep,
+    optionally bidirectional.
 
     ``forward(tokens, lengths)`` returns the top layer's outputs ``(batch, time, width)`` (zero at
     padding) and its summary ``(batch, width)``, where ``width = hidden_dim × directions``.
@@ -84,8 +85,12 @@ class RecurrentEncoder(nn.Module):
         hidden_dim: int,
         layers: int = 1,
         bidirectional: bool = False,
+        cell: str = "rnn",
     ):
         super().__init__()
+        cells = {"rnn": nn.RNN, "gru": nn.GRU}
+        if cell not in cells:
+            raise ValueError(f"expected cell to be one of {tuple(cells)}, got {cell!r}")
         sizes = [
             ("vocab_size", vocab_size),
             ("embed_dim", embed_dim),
@@ -97,7 +102,7 @@ class RecurrentEncoder(nn.Module):
                 raise ValueError(f"expected {name} to be a positive integer, got {value!r}")
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, embed_dim)
-        self.rnn = nn.RNN(
+        self.rnn = cells[cell](
             embed_dim, hidden_dim, num_layers=layers, batch_first=True, bidirectional=bidirectional
         )
         self.width = hidden_dim * (2 if bidirectional else 1)

@@ -431,3 +431,61 @@ class AgreementLanguage:
         out[:, 1 : d + 1] = self._filler_start + filler
         out[:, d + 1] = self._verb_start + plural * self.n_verbs + verb
         return out.tolist()
+
+
+# ---- string reversal with noise tokens --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReversalTask:
+    """Reverse a string of symbols, ignoring the noise tokens mixed into it.
+
+    A source is ``length`` symbols drawn uniformly from ``n_symbols`` letters (``a``, ``b``, ...),
+    and before each of them, with probability ``noise``, one noise token ``#``; the target is the
+    symbols alone, in reverse order: ``a # b c`` → ``c b a``. Source and target share one vocabulary:
+    ids ``0, 1, 2`` are ``<s>, </s>, <unk>``, then the letters, then ``#``.
+    """
+
+    n_symbols: int = 10
+    noise: float = 0.3
+
+    def __post_init__(self):
+        if not 1 <= self.n_symbols <= 26:
+            raise ValueError(f"expected 1 <= n_symbols <= 26, got {self.n_symbols}")
+        if not 0.0 <= self.noise < 1.0:
+            raise ValueError(f"expected 0 <= noise < 1, got {self.noise}")
+
+    @cached_property
+    def vocab(self) -> Vocabulary:
+        """``<s> </s> <unk>``, the letters, ``#``."""
+        return Vocabulary([chr(ord("a") + i) for i in range(self.n_symbols)] + ["#"])
+
+    @property
+    def noise_id(self) -> int:
+        """The id of the noise token ``#``."""
+        return len(self.vocab) - 1
+
+    def target_of(self, source: Sequence[int]) -> list[int]:
+        """The target of a source: its symbols without the noise, reversed."""
+        return [t for t in reversed(source) if t != self.noise_id]
+
+    def sample(
+        self, n: int, min_length: int, max_length: int, generator: torch.Generator
+    ) -> list[tuple[list[int], list[int]]]:
+        """`n` pairs ``(source ids, target ids)``; lengths (symbols, not counting noise) uniform in
+        ``min_length .. max_length``, all draws from `generator`."""
+        if not 1 <= min_length <= max_length:
+            raise ValueError(
+                f"expected 1 <= min_length <= max_length, got {min_length} and {max_length}"
+            )
+        lengths = torch.randint(min_length, max_length + 1, (n,), generator=generator)
+        first = len(Vocabulary([]))
+        pairs = []
+        for length in lengths.tolist():
+            symbols = torch.randint(first, first + self.n_symbols, (length,), generator=generator)
+            noisy = torch.rand(length, generator=generator) < self.noise
+            source: list[int] = []
+            for symbol, has_noise in zip(symbols.tolist(), noisy.tolist(), strict=True):
+                source += [self.noise_id, symbol] if has_noise else [symbol]
+            pairs.append((source, self.target_of(source)))
+        return pairs

@@ -1,0 +1,184 @@
+r"""Attention: queries read a weighted average of values, weighted by how well their keys match.
+
+For queries $q_i$, keys $k_j$ and values $v_j$ (Chapter 7),
+
+$$\alpha_{ij} = \frac{\exp s(q_i, k_j)}{\sum_{j'} \exp s(q_i, k_{j'})}, \qquad
+c_i = \sum_j \alpha_{ij} v_j,$$
+
+with one of four score functions $s$:
+
+- ``"dot"``: $q^\top k$;
+- ``"bilinear"``: $q^\top W k$ (Luong et al. 2015's "general");
+- ``"additive"``: $w^\top \tanh(W[q; k]) = w^\top\tanh(W_q q + W_k k)$ (Bahdanau et al. 2015);
+- ``"scaled_dot"``: $q^\top k / \sqrt{d}$ (Vaswani et al. 2017).
+
+Everything is batched: ``q: (batch, Tq, d_q)``, ``k: (batch, Tk, d_k)``, ``v: (batch, Tk, d_v)``,
+and ``key_mask: (batch, Tk)`` bool, True at real keys. Padded keys get a score of $-\infty$ *before*
+the softmax, so their weight is exactly zero and the real keys' weights still sum to one. A query
+whose keys are all padding gets all-zero weights (and a zero context) instead of NaN.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+SCORES = ("dot", "bilinear", "additive", "scaled_dot")
+
+
+def _check_qk(q: torch.Tensor, k: torch.Tensor, same_size: bool) -> None:
+    if q.ndim != 3 or k.ndim != 3 or q.shape[0] != k.shape[0]:
+        raise ValueError(
+            "expected q: (batch, Tq, d_q) and k: (batch, Tk, d_k) with the same batch, "
+            f"got {tuple(q.shape)} and {tuple(k.shape)}"
+        )
+    if same_size and q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"expected queries and keys of one size d, got d_q = {q.shape[-1]}, d_k = {k.shape[-1]}"
+        )
+
+
+def dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    r"""$s_{ij} = q_i^\top k_j$: ``(batch, Tq, Tk)``."""
+    _check_qk(q, k, same_size=True)
+    return q @ k.transpose(-2, -1)
+
+
+def scaled_dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    r"""$s_{ij} = q_i^\top k_j / \sqrt{d}$: ``(batch, Tq, Tk)``."""
+    return dot_scores(q, k) / math.sqrt(q.shape[-1])
+
+
+def bilinear_scores(q: torch.Tensor, k: torch.Tensor, W: torch.Tensor) -> torch.Tensor:  # noqa: N803
+    r"""$s_{ij} = q_i^\top W k_j$ for ``W: (d_q, d_k)``: ``(batch, Tq, Tk)``."""
+    _check_qk(q, k, same_size=False)
+    if W.shape != (q.shape[-1], k.shape[-1]):
+        raise ValueError(
+            f"expected W of shape ({q.shape[-1]}, {k.shape[-1]}), got {tuple(W.shape)}"
+        )
+    return q @ W @ k.transpose(-2, -1)
+
+
+def additive_scores(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    W_q: torch.Tensor,  # noqa: N803
+    W_k: torch.Tensor,  # noqa: N803
+    w: torch.Tensor,
+) -> torch.Tensor:
+    r"""$s_{ij} = w^\top \tanh(W_q q_i + W_k k_j)$, i.e. $w^\top\tanh(W[q_i; k_j])$ with
+    $W = [W_q\; W_k]$; ``W_q: (a, d_q)``, ``W_k: (a, d_k)``, ``w: (a,)`` → ``(batch, Tq, Tk)``.
+
+    Memory grows as ``batch × Tq × Tk × a``: every pair gets its own hidden vector."""
+    _check_qk(q, k, same_size=False)
+    a = w.shape[0]
+    if W_q.shape != (a, q.shape[-1]) or W_k.shape != (a, k.shape[-1]) or w.ndim != 1:
+        raise ValueError(
+            f"expected W_q: ({a}, {q.shape[-1]}), W_k: ({a}, {k.shape[-1]}), w: ({a},), got "
+            f"{tuple(W_q.shape)}, {tuple(W_k.shape)}, {tuple(w.shape)}"
+        )
+    hidden = torch.tanh((q @ W_q.T)[:, :, None, :] + (k @ W_k.T)[:, None, :, :])
+    return hidden @ w
+
+
+def masked_softmax(scores: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+    r"""Softmax over the last axis (the keys) with padded keys at $-\infty$: ``(batch, Tq, Tk)``.
+
+    `key_mask: (batch, Tk)` bool, True at real keys; a row with no real key is all zeros."""
+    if key_mask is None:
+        return torch.softmax(scores, dim=-1)
+    batch, _, keys = scores.shape
+    if key_mask.shape != (batch, keys) or key_mask.dtype != torch.bool:
+        raise ValueError(
+            f"expected a bool key_mask of shape ({batch}, {keys}), "
+            f"got {key_mask.dtype} {tuple(key_mask.shape)}"
+        )
+    masked = scores.masked_fill(~key_mask[:, None, :], float("-inf"))
+    weights = torch.softmax(masked, dim=-1)
+    return weights.nan_to_num(0.0)  # rows with every key masked: 0 / 0 → 0
+
+
+def attend(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    r"""The context $c_i = \sum_j \alpha_{ij} v_j$: weights ``(batch, Tq, Tk)``, ``v: (batch, Tk, d_v)``
+    → ``(batch, Tq, d_v)``."""
+    if weights.ndim != 3 or v.ndim != 3 or weights.shape[::2] != v.shape[:2]:
+        raise ValueError(
+            f"expected weights (batch, Tq, Tk) and v (batch, Tk, d_v), "
+            f"got {tuple(weights.shape)} and {tuple(v.shape)}"
+        )
+    return weights @ v
+
+
+def scaled_dot_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    key_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""$\mathrm{softmax}(QK^\top/\sqrt{d})V$ with padded keys masked: ``(context, weights)``.
+
+    Equal to ``torch.nn.functional.scaled_dot_product_attention`` with ``attn_mask=key_mask[:, None]``
+    (where some key is real), which also returns no weights."""
+    weights = masked_softmax(scaled_dot_scores(q, k), key_mask)
+    return attend(weights, v), weights
+
+
+class Attention(nn.Module):
+    r"""Attention with a chosen score function and its parameters (see :data:`SCORES`).
+
+    ``forward(q, k, v, key_mask)`` → ``(context: (batch, Tq, d_v), weights: (batch, Tq, Tk))``.
+    ``"dot"`` and ``"scaled_dot"`` need ``d_q == d_k`` and have no parameters; ``"bilinear"`` learns
+    ``W: (d_q, d_k)``; ``"additive"`` learns ``W_q: (a, d_q)``, ``W_k: (a, d_k)``, ``w: (a,)`` with
+    ``a = hidden`` (default ``d_k``)."""
+
+    def __init__(self, score: str, d_q: int, d_k: int, hidden: int | None = None):
+        super().__init__()
+        if score not in SCORES:
+            raise ValueError(f"expected score to be one of {SCORES}, got {score!r}")
+        if score in ("dot", "scaled_dot") and d_q != d_k:
+            raise ValueError(f"score {score!r} needs d_q == d_k, got {d_q} and {d_k}")
+        self.score = score
+        if score == "bilinear":
+            self.W = nn.Parameter(torch.empty(d_q, d_k))
+            nn.init.xavier_uniform_(self.W)
+        elif score == "additive":
+            a = hidden or d_k
+            self.W_q = nn.Parameter(torch.empty(a, d_q))
+            self.W_k = nn.Parameter(torch.empty(a, d_k))
+            self.w = nn.Parameter(torch.empty(a))
+            for p in (self.W_q, self.W_k):
+                nn.init.xavier_uniform_(p)
+            nn.init.uniform_(self.w, -1 / math.sqrt(a), 1 / math.sqrt(a))
+
+    def scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """The scores ``(batch, Tq, Tk)`` before the softmax."""
+        if self.score == "dot":
+            return dot_scores(q, k)
+        if self.score == "scaled_dot":
+            return scaled_dot_scores(q, k)
+        if self.score == "bilinear":
+            return bilinear_scores(q, k, self.W)
+        return additive_scores(q, k, self.W_q, self.W_k, self.w)
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        key_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        weights = masked_softmax(self.scores(q, k), key_mask)
+        return attend(weights, v), weights
+
+    def extra_repr(self) -> str:
+        return f"score={self.score!r}"
+
+
+def weight_entropy(weights: torch.Tensor) -> torch.Tensor:
+    r"""Entropy $-\sum_j \alpha_{ij}\log\alpha_{ij}$ in nats of each query's weights: ``(batch, Tq)``.
+
+    $0$ when a query reads one key; $\log T_k$ when it spreads evenly over $T_k$ real keys."""
+    logs = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
+    return -(weights * logs).sum(-1)
