@@ -116,7 +116,7 @@ def bleu(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]
     import sacrebleu
 
     hyps, refs = _joined(hypotheses, references)
-    return sacrebleu.corpus_bleu(hyps, [refs], tokenize="none").score
+    return sacrebleu.corpus_bleu(hyps, [refs], tokenize="none", force=True).score
 
 
 def chrf(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> float:
