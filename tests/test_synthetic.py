@@ -351,3 +351,26 @@ def test_stream_puts_each_sentence_then_eos_and_verbs_where_the_docstring_says()
         assert stream[i * lang.tokens_per_sentence + lang.verb_position] == s[-1]
     with pytest.raises(ValueError, match="at least one"):
         lang.stream([])
+
+
+def test_reversal_targets_are_the_reversed_symbols_without_noise():
+    from seqmodels.synthetic import ReversalTask
+
+    task = ReversalTask(n_symbols=5, noise=0.5)
+    g = torch.Generator().manual_seed(0)
+    pairs = task.sample(500, 2, 7, g)
+    noise = task.noise_id
+    assert task.vocab.decode([noise]) == ["#"]
+    for source, target in pairs:
+        symbols = [t for t in source if t != noise]
+        assert target == symbols[::-1] and 2 <= len(target) <= 7
+        assert all(3 <= t < 3 + 5 for t in symbols)
+        assert all(source[i + 1] != noise for i, t in enumerate(source) if t == noise)
+    share = sum(t == noise for s, _ in pairs for t in s) / sum(len(t) for _, t in pairs)
+    assert 0.45 < share < 0.55  # one noise token before each symbol with probability 1/2
+    again = task.sample(500, 2, 7, torch.Generator().manual_seed(0))
+    assert again == pairs
+    with pytest.raises(ValueError, match="min_length"):
+        task.sample(3, 0, 4, g)
+    with pytest.raises(ValueError, match="noise"):
+        ReversalTask(noise=1.0)
