@@ -21,6 +21,8 @@ whose keys are all padding gets all-zero weights (and a zero context) instead of
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from time import perf_counter
 
 import torch
 from torch import nn
@@ -182,3 +184,62 @@ def weight_entropy(weights: torch.Tensor) -> torch.Tensor:
     $0$ when a query reads one key; $\log T_k$ when it spreads evenly over $T_k$ real keys."""
     logs = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
     return -(weights * logs).sum(-1)
+
+
+# ---- what attention costs (Chapter 7) -----------------------------------------------------------
+
+
+def saved_tensor_bytes(fn: Callable[[], object]) -> int:
+    r"""Bytes of the tensors autograd keeps for the backward pass while ``fn()`` runs.
+
+    What a training step must hold in memory beyond the parameters: for attention over ``Tk`` keys,
+    the weights ``(batch, Tq, Tk)``; for the additive score also its hidden
+    vectors ``(batch, Tq, Tk, a)``. Each storage is counted once, however many views of it are
+    saved; parameters that autograd saves count too."""
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(storages.values())
+
+
+@torch.no_grad()
+def decoder_step_seconds(
+    model: nn.Module,
+    source_length: int,
+    batch_size: int = 32,
+    repeats: int = 20,
+    generator: torch.Generator | None = None,
+) -> float:
+    r"""Best-of-`repeats` seconds for one decoder step of a :class:`seqmodels.seq2seq.Seq2Seq`
+    over a batch of random sources of `source_length` tokens: ``decode_steps`` on one token,
+    ``(batch, 1)``, from the encoded sources (the encoder's time is not counted).
+
+    With attention a step computes ``batch × source_length`` scores and reads every encoder state
+    ``(batch, source_length, H)``; without, it does not look at the source at all."""
+    if source_length < 1 or batch_size < 1 or repeats < 1:
+        raise ValueError(
+            "expected source_length, batch_size and repeats >= 1, "
+            f"got {source_length}, {batch_size}, {repeats}"
+        )
+    device = next(model.parameters()).device
+    vocab = model.encoder.embedding.num_embeddings
+    src = torch.randint(3, vocab, (batch_size, source_length), generator=generator)
+    lengths = torch.full((batch_size,), source_length)
+    mask = torch.ones(batch_size, source_length, dtype=torch.bool)
+    was_training = model.training
+    model.eval()
+    h, memory = model.start(src.to(device), lengths, mask.to(device))
+    prev = torch.zeros(batch_size, 1, dtype=torch.int64, device=device)  # <s>
+    best = math.inf
+    for _ in range(repeats):
+        start = perf_counter()
+        model.decode_steps(prev, h, memory)
+        best = min(best, perf_counter() - start)
+    model.train(was_training)
+    return best

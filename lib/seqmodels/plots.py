@@ -524,3 +524,45 @@ def stacked_curves(
     axes[0].legend(title=legend_title, ncols=2 if len(colors) > 3 else 1)
     fig.tight_layout()
     return fig
+
+
+def attention_heatmaps(
+    panels: Sequence[tuple[str, torch.Tensor, Sequence[str], Sequence[str]]],
+    xlabel: str = "source position (token)",
+    ylabel: str = "output step (token emitted)",
+    height: float = 3.6,
+) -> Figure:
+    r"""Attention weights $\alpha_{tj}$ as heatmaps side by side, with one shared colour bar (0–1).
+
+    Each panel is ``(title, weights: (T_out, T_src), source tokens, output tokens)``: row $t$ is
+    the distribution over the source that produced output token $t$; columns are labelled with the
+    source tokens, rows with the output tokens."""
+    if not panels:
+        raise ValueError("expected at least one panel to plot")
+    widths = [max(w.shape[1], 1) for _, w, _, _ in panels]
+    fig, axes = plt.subplots(
+        1,
+        len(panels),
+        figsize=(FIGURE_WIDTH, height),
+        gridspec_kw={"width_ratios": widths},
+        squeeze=False,
+    )
+    image = None
+    for ax, (title, weights, source, output) in zip(axes[0], panels, strict=True):
+        if weights.ndim != 2 or tuple(weights.shape) != (len(output), len(source)):
+            raise ValueError(
+                f"panel {title!r}: expected weights of shape ({len(output)}, {len(source)}), "
+                f"got {tuple(weights.shape)}"
+            )
+        image = ax.imshow(weights.detach().cpu().numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+        ax.set_xticks(range(len(source)), [token_label(t) for t in source])
+        ax.set_yticks(range(len(output)), [token_label(t) for t in output])
+        ax.tick_params(axis="x", labelrotation=90 if max(map(len, source)) > 1 else 0)
+        ax.set_title(title)
+        ax.grid(False)
+        ax.set_xlabel(xlabel)
+    axes[0][0].set_ylabel(ylabel)
+    fig.tight_layout(rect=(0, 0, 0.9, 1))
+    bar = fig.add_axes((0.91, 0.2, 0.02, 0.65))
+    fig.colorbar(image, cax=bar, label="attention weight α")
+    return fig
