@@ -1,0 +1,268 @@
+"""Problem Set 4's grading round trip and its solutions' oracles.
+
+The round trip is the same machinery as PS1's to PS3's (the hostile-submission suite runs once, in
+tests/test_grading.py); here only what is PS4's own: the solution earns 10, the blank release 0,
+each plausible wrong answer (tests/ps4_submissions.py) loses points on its own task only, with
+feedback naming the task and the failing cases; a task answered with what it forbids (torch's
+fused attention, RapidFuzz) or with the course library's hidden `seqmodels.attention` /
+`seqmodels.seq2seq` earns nothing for it.
+
+The solutions are the references, so they are checked here against oracles nobody here wrote:
+`torch.nn.functional.scaled_dot_product_attention` with a boolean mask, the additive score as an
+explicit double loop over queries and keys, `torch.nn.utils.rnn.pad_sequence` and
+`torch.nn.functional.cross_entropy` with `ignore_index`, greedy decoding of each sequence on its own
+(a batch of one, stopped at its `</s>`), and RapidFuzz's Levenshtein distance.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import partial
+
+import nbformat
+import pytest
+import torch
+import torch.nn.functional as F
+from rapidfuzz.distance import Levenshtein
+from torch.nn.utils.rnn import pad_sequence
+
+import grading_helpers as helpers
+from grading_helpers import ROOT, assert_release_in_sync, current_manifest
+from ps1_submissions import solution_answers
+from ps4_submissions import RULE_BREAKERS, SOURCE, TESTS, WRONG
+from seqmodels.grading import references
+from seqmodels.grading.capture import _encode
+from seqmodels.grading.compare import judge
+
+PS = "ps4"
+pytestmark = pytest.mark.grading
+
+new_course = partial(helpers.new_course, ps=PS)
+feedback = partial(helpers.feedback, ps=PS)
+
+# test cell → the task name its Checker reports
+TASK_OF = {
+    "test_scaled_dot_attention": "scaled_dot_attention",
+    "test_additive_scores": "additive_scores",
+    "test_teacher_forcing": "teacher_forcing",
+    "test_greedy_decode": "greedy_decode",
+    "test_phoneme_error_rate": "phoneme_error_rate",
+}
+
+
+# ------------------------------------------------------------------ the solutions against oracles
+
+
+@pytest.fixture(scope="module")
+def solution():
+    """The solution's graded functions, defined from the source notebook's answer cells."""
+    namespace = {"torch": torch, "math": math}
+    for code in solution_answers(nbformat.read(SOURCE, as_version=4)).values():
+        exec(compile(code, str(SOURCE), "exec"), namespace)  # noqa: S102 - our own solution
+    return namespace
+
+
+def _randn(generator, *shape, scale=1.0):
+    return torch.randn(shape, generator=generator, dtype=torch.float64) * scale
+
+
+@pytest.mark.parametrize(
+    "lengths, T_q, d, d_v, scale",
+    [
+        ([5, 3, 1], 4, 8, 3, 1.0),  # padding; a row with one real key
+        ([6, 6], 6, 16, 16, 1.0),  # none
+        ([1], 1, 4, 2, 1.0),  # one query, one key
+        ([4, 2], 7, 1, 5, 10.0),  # d = 1, large scores
+    ],
+)
+def test_attention_equals_torchs_scaled_dot_product_attention(
+    solution, lengths, T_q, d, d_v, scale
+):
+    g = torch.Generator().manual_seed(len(lengths) + T_q)
+    B, T_k = len(lengths), max(lengths)
+    q, k, v = (
+        _randn(g, B, T_q, d, scale=scale),
+        _randn(g, B, T_k, d, scale=scale),
+        _randn(g, B, T_k, d_v),
+    )
+    key_mask = torch.arange(T_k)[None, :] < torch.tensor(lengths)[:, None]
+    context, weights = solution["scaled_dot_attention"](q, k, v, key_mask)
+    mask = key_mask[:, None, :]  # True = take part, broadcast over the queries
+    eye = torch.eye(T_k, dtype=torch.float64).expand(B, T_k, T_k)
+    torch.testing.assert_close(
+        context, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), rtol=1e-12, atol=1e-12
+    )
+    torch.testing.assert_close(
+        weights, F.scaled_dot_product_attention(q, k, eye, attn_mask=mask), rtol=1e-12, atol=1e-12
+    )
+    assert bool((weights.masked_select(~mask.expand_as(weights)) == 0).all())  # exactly 0
+
+
+@pytest.mark.parametrize("B, T_q, T_k, d_q, d_k, d_a", [(3, 4, 6, 5, 3, 7), (1, 1, 1, 2, 2, 1)])
+def test_additive_scores_equal_a_double_loop(solution, B, T_q, T_k, d_q, d_k, d_a):
+    g = torch.Generator().manual_seed(B * T_k)
+    q, k = _randn(g, B, T_q, d_q), _randn(g, B, T_k, d_k)
+    W_q, W_k, w = _randn(g, d_a, d_q), _randn(g, d_a, d_k), _randn(g, d_a)
+    mine = solution["additive_scores"](q, k, W_q, W_k, w)
+    oracle = torch.empty(B, T_q, T_k, dtype=torch.float64)
+    for b in range(B):
+        for i in range(T_q):
+            for j in range(T_k):
+                oracle[b, i, j] = w @ torch.tanh(W_q @ q[b, i] + W_k @ k[b, j])
+    torch.testing.assert_close(mine, oracle, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("targets", [[[5, 6, 7], [8]], [[4, 0, 9], [], [3]], [[], []], [[2]]])
+def test_the_teacher_forced_batch_equals_pad_sequence(solution, targets):
+    bos, eos, pad = 11, 12, 13
+    inputs, outputs, mask = solution["teacher_forcing_batch"](targets, bos, eos, pad, "cpu")
+
+    def padded(rows, value):
+        return pad_sequence([torch.tensor(r, dtype=torch.int64) for r in rows], True, value)
+
+    assert torch.equal(inputs, padded([[bos, *y] for y in targets], pad))
+    assert torch.equal(outputs, padded([[*y, eos] for y in targets], pad))
+    assert torch.equal(mask, padded([[1] * (len(y) + 1) for y in targets], 0).bool())
+
+
+@pytest.mark.parametrize("lengths, T", [([5, 2, 1], 5), ([4, 4], 4), ([1, 0, 0], 3)])
+def test_the_masked_loss_equals_cross_entropy_with_ignore_index(solution, lengths, T):
+    g = torch.Generator().manual_seed(T)
+    B, V = len(lengths), 9
+    logits, targets = _randn(g, B, T, V, scale=3.0), torch.randint(0, V, (B, T), generator=g)
+    mask = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]
+    oracle = F.cross_entropy(
+        logits.reshape(-1, V), targets.masked_fill(~mask, -100).reshape(-1), ignore_index=-100
+    )
+    mine = solution["masked_token_nll"](logits, targets, mask)
+    assert mine.shape == () and mine.dtype == torch.float64
+    torch.testing.assert_close(mine, oracle, rtol=1e-12, atol=1e-12)
+
+
+def _rnn_decoder(seed, B, V, H):
+    g = torch.Generator().manual_seed(seed)
+    E, U, W = _randn(g, V, H), _randn(g, H, H, scale=H**-0.5), _randn(g, H, V, scale=2.0)
+    calls = []
+
+    def step(prev, h):
+        calls.append(len(prev))
+        h = torch.tanh(E[prev] + h @ U)
+        return h @ W, h
+
+    return step, _randn(g, B, H), calls
+
+
+@pytest.mark.parametrize("seed", [2412, 1, 2, 3])
+def test_greedy_decoding_equals_decoding_each_sequence_alone(solution, seed):
+    B, V, bos, eos, max_len = 6, 8, 0, 1, 12
+    step, h0, calls = _rnn_decoder(seed, B, V, 5)
+    mine = solution["greedy_decode"](step, h0, bos, eos, max_len)
+    batched_calls = len(calls)
+    alone = []
+    for b in range(B):  # one sequence: feed the argmax back until </s> or max_len
+        prev, h, out = torch.tensor([bos]), h0[b : b + 1], []
+        for _ in range(max_len):
+            logits, h = step(prev, h)
+            prev = logits.argmax(-1)
+            if int(prev) == eos:
+                break
+            out.append(int(prev))
+        alone.append((out, len(out) < max_len))
+    assert mine == [out for out, _ in alone]
+    # the batch stops after the longest sequence's </s>, or at max_len
+    ended = [len(out) + 1 if done else max_len for out, done in alone]
+    assert batched_calls == max(ended)
+
+
+def test_the_edit_distance_and_per_equal_rapidfuzz(solution):
+    g = torch.Generator().manual_seed(0)
+    phonemes = "AA AE AH B D EH K P S T".split()
+    pairs = [([], []), ([], ["K"]), (["K", "AE"], []), (["P"], ["B"])]
+    for _ in range(40):
+        n, m = torch.randint(0, 15, (2,), generator=g).tolist()
+        pairs.append(
+            tuple(
+                [phonemes[i] for i in torch.randint(0, 10, (size,), generator=g)] for size in (n, m)
+            )
+        )
+    for hyp, ref in pairs:
+        assert solution["edit_distance"](hyp, ref) == Levenshtein.distance(hyp, ref), (hyp, ref)
+    hyps, refs = [h for h, _ in pairs[1:]], [r for _, r in pairs[1:]]
+    oracle = sum(map(Levenshtein.distance, hyps, refs)) / sum(map(len, refs))
+    assert solution["phoneme_error_rate"](hyps, refs) == pytest.approx(oracle, rel=1e-15)
+
+
+# ------------------------------------------------------------------ the grading round trip
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = tmp_path_factory.mktemp("course")
+    return helpers.grade_submissions(course, PS, TESTS, WRONG, RULE_BREAKERS)
+
+
+def test_the_solution_earns_full_marks_and_the_blank_release_none(graded):
+    helpers.assert_full_marks_and_blank_none(graded, PS, TASK_OF.values())
+
+
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_a_plausible_wrong_answer_loses_points_on_its_own_task_only(graded, name):
+    helpers.assert_loses_points_on_its_own_task_only(graded, PS, name, TASK_OF[WRONG[name][2]])
+
+
+@pytest.mark.parametrize("name", sorted(RULE_BREAKERS))
+def test_a_forbidden_tool_or_the_library_in_a_task_earns_nothing_for_it(graded, name):
+    _, _, test_cell, text = RULE_BREAKERS[name]
+    helpers.assert_earns_nothing_for_its_task(graded, PS, name, TASK_OF[test_cell], text)
+
+
+@pytest.mark.parametrize("name", ["imports-seqmodels-attention", "imports-seqmodels-seq2seq"])
+def test_the_library_modules_cannot_even_be_imported_in_the_sandbox(graded, name):
+    assert "this cell raised ImportError" in feedback(graded["course"], f"rule-{name}")
+
+
+def test_every_student_has_a_row_and_grading_is_quick(graded):
+    """(That no kernel outlives the run is checked once, by PS1's round trip.)"""
+    assert sorted(graded["rows"]) == graded["students"]
+    assert all(row["sandbox"] == "bubblewrap" for row in graded["rows"].values())
+    # two workers: each submission took well under a minute, even on a loaded 2-core machine
+    assert graded["seconds"] * 2 / len(graded["students"]) < 60, graded["seconds"]
+
+
+def test_the_release_is_in_sync_and_holds_no_solutions_hidden_tests_or_references(graded):
+    assert_release_in_sync(graded["course"], PS)
+
+
+def test_stored_references_belong_to_the_current_solution():
+    manifest = current_manifest(PS)
+    tasks = manifest["tasks"]
+    assert {"scaled_dot_product_attention", "MultiheadAttention", "torch._C"} <= set(
+        tasks["scaled_dot_attention"]["forbidden"]
+    )
+    assert {"cross_entropy", "nll_loss"} <= set(tasks["teacher_forcing"]["forbidden"])
+    assert {"rapidfuzz", "Levenshtein", "difflib"} <= set(tasks["phoneme_error_rate"]["forbidden"])
+    assert tasks["teacher_forcing"]["functions"] == ["masked_token_nll", "teacher_forcing_batch"]
+    assert tasks["phoneme_error_rate"]["functions"] == ["edit_distance", "phoneme_error_rate"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU: the CPU run made the references")
+def test_the_solution_on_the_gpu_matches_the_cpu_references():
+    tensors, manifest = references.build(ROOT / "solutions" / PS / f"{PS}.ipynb", device="cuda")
+    refs, _ = references.load(ROOT / "solutions" / PS / "references", PS)
+    for task, entry in manifest["tasks"].items():
+        for index, case in enumerate(entry["cases"]):
+            prefix = f"{task}{references.SEP}{index}{references.SEP}"
+            actual = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+            verdict = judge(case, {"data": _encode(actual)}, refs[task][case])
+            assert verdict.passed, (task, verdict.message)
+
+
+def test_no_code_cell_imports_a_hidden_module():
+    config = (ROOT / "nbgrader_config.py").read_text()
+    hidden = re.findall(r'"(seqmodels\.\w+)"', config.split("GRADED_IMPLEMENTATIONS = [")[1])
+    assert {"seqmodels.attention", "seqmodels.seq2seq", "seqmodels.metrics"} <= set(hidden)
+    source = nbformat.read(SOURCE, as_version=4)
+    for cell in source.cells:
+        if cell.cell_type == "code":
+            assert not any(module in cell.source for module in hidden), cell.metadata
