@@ -526,20 +526,28 @@ def stacked_curves(
     return fig
 
 
+def _short_label(token: str) -> str:
+    """`token_label`, but ``</s>`` stays short (a heatmap's rows are narrow)."""
+    return token if token == "</s>" else token_label(token)
+
+
 def attention_heatmaps(
     panels: Sequence[tuple[str, torch.Tensor, Sequence[str], Sequence[str]]],
     xlabel: str = "source position (token)",
     ylabel: str = "output step (token emitted)",
-    height: float = 3.6,
+    height: float | None = None,
 ) -> Figure:
     r"""Attention weights $\alpha_{tj}$ as heatmaps side by side, with one shared colour bar (0–1).
 
     Each panel is ``(title, weights: (T_out, T_src), source tokens, output tokens)``: row $t$ is
     the distribution over the source that produced output token $t$; columns are labelled with the
-    source tokens, rows with the output tokens."""
+    source tokens, rows with the output tokens. `height` (inches) defaults to square cells."""
     if not panels:
         raise ValueError("expected at least one panel to plot")
     widths = [max(w.shape[1], 1) for _, w, _, _ in panels]
+    if height is None:  # square cells filling the width left of the colour bar, plus the labels
+        cell = 0.7 * FIGURE_WIDTH / sum(widths)
+        height = 1.5 + cell * max(w.shape[0] for _, w, _, _ in panels)
     fig, axes = plt.subplots(
         1,
         len(panels),
@@ -555,8 +563,8 @@ def attention_heatmaps(
                 f"got {tuple(weights.shape)}"
             )
         image = ax.imshow(weights.detach().cpu().numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
-        ax.set_xticks(range(len(source)), [token_label(t) for t in source])
-        ax.set_yticks(range(len(output)), [token_label(t) for t in output])
+        ax.set_xticks(range(len(source)), [_short_label(t) for t in source])
+        ax.set_yticks(range(len(output)), [_short_label(t) for t in output])
         ax.tick_params(axis="x", labelrotation=90 if max(map(len, source)) > 1 else 0)
         ax.set_title(title)
         ax.grid(False)
