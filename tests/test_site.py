@@ -28,6 +28,8 @@ PAGES = [
     "book/ch03_rnn.html",
     "book/ch04_gradients.html",
     "book/ch05_gated.html",
+    "book/ch06_encoder_decoder.html",
+    "book/ch07_attention.html",
     "book/problem_sets.html",
 ]
 PHONE = {"width": 400, "height": 850}
