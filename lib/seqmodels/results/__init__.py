@@ -35,9 +35,10 @@ def where_measured(device: Any) -> dict[str, str]:
     import torch
 
     name = str(device) if device.type != "cuda" else torch.cuda.get_device_name(device)
+    threads = torch.get_num_threads()
     return {
         "device": name,
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
+        "machine": f"{platform.machine()}, {threads} thread{'' if threads == 1 else 's'}",
         "torch": torch.__version__,
         "date": date.today().isoformat(),
     }
