@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
+import torch
 
 from ps1_submissions import solution_answers
 
@@ -224,3 +226,99 @@ def wrong_answers(
             code = code.replace(right, wrong)
         out[name] = (cell, code, tests[cell])
     return out
+
+
+# ------------------------------------------------ the round trip every problem set after PS1 shares
+
+
+def graded_implementations() -> set[str]:
+    """The course modules nbgrader_config.py hides from student kernels."""
+    config = (ROOT / "nbgrader_config.py").read_text()
+    return set(re.findall(r'"(seqmodels\.\w+)"', config.split("GRADED_IMPLEMENTATIONS = [")[1]))
+
+
+class RoundTrip:
+    """The grading round trip of one problem set, as a test class to subclass (``TestRoundTrip``).
+
+    A subclass sets ``PS``; ``TASK_OF`` (test cell → the task its Checker reports); ``TESTS``,
+    ``WRONG``, ``RULE_BREAKERS`` from its ``psN_submissions`` module; and ``HIDDEN``, course modules
+    that must be hidden from the kernel. Its problem set is graded once per class: the solution earns
+    10 and the blank 0; each wrong answer loses points on its own task only, with feedback naming the
+    failing case; each rule-breaker earns nothing for its task, and one that imports a hidden module
+    (``imports-seqmodels-<module>``) meets an ImportError.
+    """
+
+    PS: str = ""
+    TASK_OF: dict[str, str] = {}
+    TESTS: list = []
+    WRONG: dict = {}
+    RULE_BREAKERS: dict = {}
+    HIDDEN: tuple[str, ...] = ()
+
+    def pytest_generate_tests(self, metafunc):
+        imports = [n for n in sorted(self.RULE_BREAKERS) if n.startswith("imports-seqmodels-")]
+        params = {
+            "wrong": sorted(self.WRONG),
+            "rule": sorted(self.RULE_BREAKERS),
+            "imports": imports,
+        }
+        for name, values in params.items():
+            if name in metafunc.fixturenames:
+                metafunc.parametrize(name, values)
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def graded(cls, tmp_path_factory):
+        course = tmp_path_factory.mktemp("course")
+        return grade_submissions(course, cls.PS, cls.TESTS, cls.WRONG, cls.RULE_BREAKERS)
+
+    def test_the_solution_earns_full_marks_and_the_blank_release_none(self, graded):
+        assert_full_marks_and_blank_none(graded, self.PS, self.TASK_OF.values())
+
+    def test_a_plausible_wrong_answer_loses_points_on_its_own_task_only(self, graded, wrong):
+        task = self.TASK_OF[self.WRONG[wrong][2]]
+        assert_loses_points_on_its_own_task_only(graded, self.PS, wrong, task)
+
+    def test_a_forbidden_tool_or_the_library_in_a_task_earns_nothing_for_it(self, graded, rule):
+        _, _, test_cell, text = self.RULE_BREAKERS[rule]
+        assert_earns_nothing_for_its_task(graded, self.PS, rule, self.TASK_OF[test_cell], text)
+
+    def test_a_hidden_module_cannot_even_be_imported_in_the_sandbox(self, graded, imports):
+        html = feedback(graded["course"], f"rule-{imports}", self.PS)
+        assert "this cell raised ImportError" in html
+
+    def test_every_student_has_a_row_and_grading_is_quick(self, graded):
+        """(That no kernel outlives the run is checked once, by PS1's round trip.)"""
+        assert sorted(graded["rows"]) == graded["students"]
+        assert all(row["sandbox"] == "bubblewrap" for row in graded["rows"].values())
+        # two workers: each submission took well under a minute, even on a loaded 2-core machine
+        assert graded["seconds"] * 2 / len(graded["students"]) < 60, graded["seconds"]
+
+    def test_the_release_is_in_sync_and_holds_no_solutions_hidden_tests_or_references(self, graded):
+        assert_release_in_sync(graded["course"], self.PS)
+
+    @pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="no GPU: the CPU run made the references"
+    )
+    def test_the_solution_on_the_gpu_matches_the_cpu_references(self):
+        from seqmodels.grading import references
+        from seqmodels.grading.capture import _encode
+        from seqmodels.grading.compare import judge
+
+        folder = ROOT / "solutions" / self.PS
+        tensors, manifest = references.build(folder / f"{self.PS}.ipynb", device="cuda")
+        refs, _ = references.load(folder / "references", self.PS)
+        for task, entry in manifest["tasks"].items():
+            for index, case in enumerate(entry["cases"]):
+                prefix = f"{task}{references.SEP}{index}{references.SEP}"
+                actual = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+                verdict = judge(case, {"data": _encode(actual)}, refs[task][case])
+                assert verdict.passed, (task, verdict.message)
+
+    def test_no_code_cell_imports_a_hidden_module(self):
+        hidden = graded_implementations()
+        assert set(self.HIDDEN) <= hidden
+        source = nbformat.read(ROOT / "solutions" / self.PS / f"{self.PS}.ipynb", as_version=4)
+        for cell in source.cells:
+            if cell.cell_type == "code":
+                assert not any(module in cell.source for module in hidden), cell.metadata

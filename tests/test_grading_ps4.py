@@ -17,7 +17,6 @@ explicit double loop over queries and keys, `torch.nn.utils.rnn.pad_sequence` an
 from __future__ import annotations
 
 import math
-import re
 from functools import partial
 
 import nbformat
@@ -28,12 +27,9 @@ from rapidfuzz.distance import Levenshtein
 from torch.nn.utils.rnn import pad_sequence
 
 import grading_helpers as helpers
-from grading_helpers import ROOT, assert_release_in_sync, current_manifest
+from grading_helpers import current_manifest
 from ps1_submissions import solution_answers
 from ps4_submissions import RULE_BREAKERS, SOURCE, TESTS, WRONG
-from seqmodels.grading import references
-from seqmodels.grading.capture import _encode
-from seqmodels.grading.compare import judge
 
 PS = "ps4"
 pytestmark = pytest.mark.grading
@@ -196,42 +192,13 @@ def test_the_edit_distance_and_per_equal_rapidfuzz(solution):
 # ------------------------------------------------------------------ the grading round trip
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    course = tmp_path_factory.mktemp("course")
-    return helpers.grade_submissions(course, PS, TESTS, WRONG, RULE_BREAKERS)
+class TestRoundTrip(helpers.RoundTrip):
+    """The shared round trip (tests/grading_helpers.py) on this problem set's submissions."""
 
-
-def test_the_solution_earns_full_marks_and_the_blank_release_none(graded):
-    helpers.assert_full_marks_and_blank_none(graded, PS, TASK_OF.values())
-
-
-@pytest.mark.parametrize("name", sorted(WRONG))
-def test_a_plausible_wrong_answer_loses_points_on_its_own_task_only(graded, name):
-    helpers.assert_loses_points_on_its_own_task_only(graded, PS, name, TASK_OF[WRONG[name][2]])
-
-
-@pytest.mark.parametrize("name", sorted(RULE_BREAKERS))
-def test_a_forbidden_tool_or_the_library_in_a_task_earns_nothing_for_it(graded, name):
-    _, _, test_cell, text = RULE_BREAKERS[name]
-    helpers.assert_earns_nothing_for_its_task(graded, PS, name, TASK_OF[test_cell], text)
-
-
-@pytest.mark.parametrize("name", ["imports-seqmodels-attention", "imports-seqmodels-seq2seq"])
-def test_the_library_modules_cannot_even_be_imported_in_the_sandbox(graded, name):
-    assert "this cell raised ImportError" in feedback(graded["course"], f"rule-{name}")
-
-
-def test_every_student_has_a_row_and_grading_is_quick(graded):
-    """(That no kernel outlives the run is checked once, by PS1's round trip.)"""
-    assert sorted(graded["rows"]) == graded["students"]
-    assert all(row["sandbox"] == "bubblewrap" for row in graded["rows"].values())
-    # two workers: each submission took well under a minute, even on a loaded 2-core machine
-    assert graded["seconds"] * 2 / len(graded["students"]) < 60, graded["seconds"]
-
-
-def test_the_release_is_in_sync_and_holds_no_solutions_hidden_tests_or_references(graded):
-    assert_release_in_sync(graded["course"], PS)
+    PS = PS
+    TASK_OF = TASK_OF
+    TESTS, WRONG, RULE_BREAKERS = TESTS, WRONG, RULE_BREAKERS
+    HIDDEN = ("seqmodels.attention", "seqmodels.seq2seq", "seqmodels.metrics")
 
 
 def test_stored_references_belong_to_the_current_solution():
@@ -244,25 +211,3 @@ def test_stored_references_belong_to_the_current_solution():
     assert {"rapidfuzz", "Levenshtein", "difflib"} <= set(tasks["phoneme_error_rate"]["forbidden"])
     assert tasks["teacher_forcing"]["functions"] == ["masked_token_nll", "teacher_forcing_batch"]
     assert tasks["phoneme_error_rate"]["functions"] == ["edit_distance", "phoneme_error_rate"]
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU: the CPU run made the references")
-def test_the_solution_on_the_gpu_matches_the_cpu_references():
-    tensors, manifest = references.build(ROOT / "solutions" / PS / f"{PS}.ipynb", device="cuda")
-    refs, _ = references.load(ROOT / "solutions" / PS / "references", PS)
-    for task, entry in manifest["tasks"].items():
-        for index, case in enumerate(entry["cases"]):
-            prefix = f"{task}{references.SEP}{index}{references.SEP}"
-            actual = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
-            verdict = judge(case, {"data": _encode(actual)}, refs[task][case])
-            assert verdict.passed, (task, verdict.message)
-
-
-def test_no_code_cell_imports_a_hidden_module():
-    config = (ROOT / "nbgrader_config.py").read_text()
-    hidden = re.findall(r'"(seqmodels\.\w+)"', config.split("GRADED_IMPLEMENTATIONS = [")[1])
-    assert {"seqmodels.attention", "seqmodels.seq2seq", "seqmodels.metrics"} <= set(hidden)
-    source = nbformat.read(SOURCE, as_version=4)
-    for cell in source.cells:
-        if cell.cell_type == "code":
-            assert not any(module in cell.source for module in hidden), cell.metadata
