@@ -114,6 +114,16 @@ def assert_release_in_sync(course: Path, ps: str) -> None:
     assert not any(p.suffix in {".safetensors", ".json"} for p in shipped.rglob("*"))
 
 
+def solution_functions(source_path: Path) -> dict:
+    """The solution's graded functions, defined from the source notebook's answer cells."""
+    import math
+
+    namespace = {"torch": torch, "math": math}
+    for code in solution_answers(nbformat.read(source_path, as_version=4)).values():
+        exec(compile(code, str(source_path), "exec"), namespace)  # noqa: S102 - our own solution
+    return namespace
+
+
 def current_manifest(ps: str) -> dict:
     """The stored references' manifest of `ps`, checked to belong to the current solution."""
     from seqmodels.grading import references

@@ -8,8 +8,6 @@ task answered with autograd, or with the course library's hidden `seqmodels.rnn`
 
 from __future__ import annotations
 
-from functools import partial
-
 import pytest
 
 import grading_helpers as helpers
@@ -19,11 +17,6 @@ from ps2_submissions import RULE_BREAKERS, TESTS, WRONG
 PS = "ps2"
 pytestmark = pytest.mark.grading
 
-new_course = partial(helpers.new_course, ps=PS)
-submit = partial(helpers.submit, ps=PS)
-release_and_answers = partial(helpers.release_and_answers, ps=PS)
-read_csv = partial(helpers.read_csv, ps=PS)
-feedback = partial(helpers.feedback, ps=PS)
 
 # test cell → the task name its Checker reports
 TASK_OF = {

@@ -15,27 +15,17 @@ differences.
 
 from __future__ import annotations
 
-import math
-from functools import partial
-
-import nbformat
 import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import grading_helpers as helpers
 from grading_helpers import current_manifest
-from ps1_submissions import solution_answers
 from ps3_submissions import RULE_BREAKERS, SOURCE, TESTS, WRONG
 
 PS = "ps3"
 pytestmark = pytest.mark.grading
 
-new_course = partial(helpers.new_course, ps=PS)
-submit = partial(helpers.submit, ps=PS)
-release_and_answers = partial(helpers.release_and_answers, ps=PS)
-read_csv = partial(helpers.read_csv, ps=PS)
-feedback = partial(helpers.feedback, ps=PS)
 
 # test cell → the task name its Checker reports
 TASK_OF = {
@@ -52,11 +42,7 @@ TASK_OF = {
 
 @pytest.fixture(scope="module")
 def solution():
-    """The solution's graded functions, defined from the source notebook's answer cells."""
-    namespace = {"torch": torch, "math": math}
-    for code in solution_answers(nbformat.read(SOURCE, as_version=4)).values():
-        exec(compile(code, str(SOURCE), "exec"), namespace)  # noqa: S102 - our own solution
-    return namespace
+    return helpers.solution_functions(SOURCE)
 
 
 def _randn(generator, *shape, scale=1.0):

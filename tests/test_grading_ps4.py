@@ -16,10 +16,6 @@ explicit double loop over queries and keys, `torch.nn.utils.rnn.pad_sequence` an
 
 from __future__ import annotations
 
-import math
-from functools import partial
-
-import nbformat
 import pytest
 import torch
 import torch.nn.functional as F
@@ -28,14 +24,11 @@ from torch.nn.utils.rnn import pad_sequence
 
 import grading_helpers as helpers
 from grading_helpers import current_manifest
-from ps1_submissions import solution_answers
 from ps4_submissions import RULE_BREAKERS, SOURCE, TESTS, WRONG
 
 PS = "ps4"
 pytestmark = pytest.mark.grading
 
-new_course = partial(helpers.new_course, ps=PS)
-feedback = partial(helpers.feedback, ps=PS)
 
 # test cell → the task name its Checker reports
 TASK_OF = {
@@ -52,11 +45,7 @@ TASK_OF = {
 
 @pytest.fixture(scope="module")
 def solution():
-    """The solution's graded functions, defined from the source notebook's answer cells."""
-    namespace = {"torch": torch, "math": math}
-    for code in solution_answers(nbformat.read(SOURCE, as_version=4)).values():
-        exec(compile(code, str(SOURCE), "exec"), namespace)  # noqa: S102 - our own solution
-    return namespace
+    return helpers.solution_functions(SOURCE)
 
 
 def _randn(generator, *shape, scale=1.0):
