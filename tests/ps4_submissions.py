@@ -152,6 +152,36 @@ def phoneme_error_rate(hyps, refs):
     return errors / sum(len(ref) for ref in refs)
 '''
 
+# the same tools reached by a name built at run time, which no static reading of the code can see
+_RAPIDFUZZ_BY_IMPORTLIB = '''
+import importlib
+
+_lev = importlib.import_module("rapid" + "fuzz.distance").Levenshtein
+
+
+def edit_distance(hyp, ref):
+    """RapidFuzz's Levenshtein distance, imported by a computed name: still against the rules."""
+    return _lev.distance(hyp, ref)
+
+
+def phoneme_error_rate(hyps, refs):
+    errors = sum(map(edit_distance, hyps, refs))
+    return errors / sum(len(ref) for ref in refs)
+'''
+
+_FUSED_ATTENTION_BY_DICT = '''
+import torch.nn.functional as F
+
+_fused = F.__dict__["scaled_dot_" + "product_attention"]
+
+
+def scaled_dot_attention(q, k, v, key_mask):
+    """torch's fused attention found in the module's __dict__: still against the rules."""
+    mask = key_mask[:, None, :]
+    eye = torch.eye(k.shape[1], dtype=q.dtype, device=q.device).expand(q.shape[0], -1, -1)
+    return _fused(q, k, v, attn_mask=mask), _fused(q, k, eye, attn_mask=mask)
+'''
+
 _IMPORTS_LIBRARY_ATTENTION = '''
 from seqmodels.attention import scaled_dot_attention as _library
 
@@ -183,6 +213,18 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
         _RAPIDFUZZ,
         "test_phoneme_error_rate",
         "which this task forbids",
+    ),
+    "imports-rapidfuzz-by-a-computed-name": (
+        "phoneme_error_rate",
+        _RAPIDFUZZ_BY_IMPORTLIB,
+        "test_phoneme_error_rate",
+        "uses importlib, which this task forbids",
+    ),
+    "finds-fused-attention-in-a-module-dict": (
+        "scaled_dot_attention",
+        _FUSED_ATTENTION_BY_DICT,
+        "test_scaled_dot_attention",
+        "uses __dict__, which this task forbids",
     ),
     "imports-seqmodels-attention": (
         "scaled_dot_attention",

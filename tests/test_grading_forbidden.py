@@ -3,8 +3,10 @@
 A by-hand gradient task forbids autograd; the solution's run stores the list in the references'
 manifest, and the grader flags a graded function whose defining code names a forbidden module,
 attribute path or identifier (words in strings and comments do not count). Detection only: code
-that builds the name at run time (``getattr(torch, "auto" + "grad")``) is not seen here, which is
-why such tasks also run their cases under ``torch.inference_mode()``.
+that builds the name at run time (``getattr(torch, "auto" + "grad")``) cannot be followed, so every
+task that forbids anything also forbids the ways of building one (``DYNAMIC_LOOKUPS``: getattr,
+importlib, ``__dict__``, ``sys.modules``, ...), and by-hand gradient tasks also run their cases
+under ``torch.inference_mode()``.
 """
 
 import pytest
@@ -72,6 +74,26 @@ def test_a_forbidden_use_costs_the_task_and_is_named_in_the_flag():
     ]
     assert judge._flags(["grad_of"], origins, [honest], NO_AUTOGRAD) == []
     assert judge._flags(["grad_of"], origins, [cheat]) == []  # a task that forbids nothing
+
+
+@pytest.mark.parametrize(
+    "cheat, flagged",
+    [
+        ('import importlib\ng = importlib.import_module("torch." + "func").grad\n', "importlib"),
+        ('import torch\ng = torch.__dict__["fu" + "nc"].grad\n', "__dict__"),
+        ('import sys\ng = sys.modules["torch.f" + "unc"].grad\n', "sys.modules"),
+        ('from operator import attrgetter\ng = attrgetter("func.grad")(torch)\n', "attrgetter"),
+        ('g = __builtins__["get" + "attr"](torch, "func").grad\n', "__builtins__"),
+    ],
+)
+def test_a_task_that_forbids_anything_forbids_run_time_look_ups_too(cheat, flagged):
+    """A name built at run time hides what it reaches from a static reading, so every task with a
+    list also forbids the ways of building one; a task that forbids nothing does not."""
+    graded = cheat + "def grad_of(x):\n    return g(lambda v: (v**2).sum())(x)\n"
+    judge = JudgeCaptures()
+    flags = judge._flags(["grad_of"], {}, [graded], ["torch.func"])
+    assert f"`grad_of` uses `{flagged}`, which this task forbids" in flags
+    assert judge._flags(["grad_of"], {}, [graded]) == []
 
 
 def test_the_checker_records_the_list_only_when_there_is_one(monkeypatch):

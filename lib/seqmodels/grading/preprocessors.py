@@ -41,6 +41,24 @@ from .sandbox import CappedKernelClient, CappedKernelManager, Sandbox, Sandboxed
 EXECUTION_TAGS = {"skip-execution", "raises-exception", "skip", "remove-cell"}
 HIDDEN = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 GRADER = "seqmodels_grader"  # output metadata key marking what the grader wrote
+#: Ways to reach a forbidden function by a name built at run time (``importlib.import_module("rapid"
+#: + "fuzz")``, ``F.__dict__["scaled_dot_" + ...]``): forbidden with it in every task that forbids
+#: anything, whatever its own list says, since no static reading of the code can follow them.
+DYNAMIC_LOOKUPS = (
+    "getattr",
+    "eval",
+    "exec",
+    "__import__",
+    "globals",
+    "vars",
+    "importlib",
+    "__dict__",
+    "__getattribute__",
+    "__builtins__",
+    "sys.modules",
+    "attrgetter",
+    "methodcaller",
+)
 
 
 def grader_note(text: str) -> NotebookNode:
@@ -454,7 +472,7 @@ class JudgeCaptures(NbGraderPreprocessor):
             read = _with_helpers(defining, sources) if forbidden else []
             aliases = {k: v for source in read for k, v in _aliases(source).items()}
             for source in read:
-                for used in _forbidden_names(source, list(forbidden), aliases):
+                for used in _forbidden_names(source, [*forbidden, *DYNAMIC_LOOKUPS], aliases):
                     flags.append(f"`{fn}` uses `{used}`, which this task forbids")
         return sorted(set(flags))
 
