@@ -215,17 +215,19 @@ def decoder_step_seconds(
     batch_size: int = 32,
     repeats: int = 20,
     generator: torch.Generator | None = None,
+    calls: int = 10,
 ) -> float:
-    r"""Best-of-`repeats` seconds for one decoder step of a :class:`seqmodels.seq2seq.Seq2Seq`
-    over a batch of random sources of `source_length` tokens: ``decode_steps`` on one token,
-    ``(batch, 1)``, from the encoded sources (the encoder's time is not counted).
+    r"""Best-of-`repeats` seconds (each the mean of `calls` steps) for one decoder step of a
+    :class:`seqmodels.seq2seq.Seq2Seq` over a batch of random sources of `source_length` tokens:
+    ``decode_steps`` on one token, ``(batch, 1)``, from the encoded sources, without autograd (the
+    encoder's time is not counted).
 
     With attention a step computes ``batch × source_length`` scores and reads every encoder state
     ``(batch, source_length, H)``; without, it does not look at the source at all."""
-    if source_length < 1 or batch_size < 1 or repeats < 1:
+    if min(source_length, batch_size, repeats, calls) < 1:
         raise ValueError(
-            "expected source_length, batch_size and repeats >= 1, "
-            f"got {source_length}, {batch_size}, {repeats}"
+            "expected source_length, batch_size, repeats and calls >= 1, "
+            f"got {source_length}, {batch_size}, {repeats}, {calls}"
         )
     device = next(model.parameters()).device
     vocab = model.encoder.embedding.num_embeddings
@@ -234,12 +236,14 @@ def decoder_step_seconds(
     mask = torch.ones(batch_size, source_length, dtype=torch.bool)
     was_training = model.training
     model.eval()
-    h, memory = model.start(src.to(device), lengths, mask.to(device))
-    prev = torch.zeros(batch_size, 1, dtype=torch.int64, device=device)  # <s>
-    best = math.inf
-    for _ in range(repeats):
-        start = perf_counter()
-        model.decode_steps(prev, h, memory)
-        best = min(best, perf_counter() - start)
+    with torch.inference_mode():
+        h, memory = model.start(src.to(device), lengths, mask.to(device))
+        prev = torch.zeros(batch_size, 1, dtype=torch.int64, device=device)  # <s>
+        best = math.inf
+        for _ in range(repeats):  # each repeat times `calls` steps: less timer noise
+            start = perf_counter()
+            for _ in range(calls):
+                model.decode_steps(prev, h, memory)
+            best = min(best, (perf_counter() - start) / calls)
     model.train(was_training)
     return best
