@@ -84,6 +84,7 @@ def test_a_forbidden_use_costs_the_task_and_is_named_in_the_flag():
         ('import sys\ng = sys.modules["torch.f" + "unc"].grad\n', "sys.modules"),
         ('from operator import attrgetter\ng = attrgetter("func.grad")(torch)\n', "attrgetter"),
         ('g = __builtins__["get" + "attr"](torch, "func").grad\n', "__builtins__"),
+        ('import inspect\ng = dict(inspect.getmembers(torch))["fu" + "nc"].grad\n', "inspect"),
     ],
 )
 def test_a_task_that_forbids_anything_forbids_run_time_look_ups_too(cheat, flagged):

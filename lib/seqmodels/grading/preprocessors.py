@@ -58,6 +58,11 @@ DYNAMIC_LOOKUPS = (
     "sys.modules",
     "attrgetter",
     "methodcaller",
+    "inspect",
+    "runpy",
+    "pkgutil",
+    "__spec__",
+    "__loader__",
 )
 
 
