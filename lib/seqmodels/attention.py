@@ -86,18 +86,24 @@ def additive_scores(
 
 
 def masked_softmax(scores: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
-    r"""Softmax over the last axis (the keys) with padded keys at $-\infty$: ``(batch, Tq, Tk)``.
+    r"""Softmax over the last axis (the keys) with masked keys at $-\infty$: ``(batch, Tq, Tk)``.
 
-    `key_mask: (batch, Tk)` bool, True at real keys; a row with no real key is all zeros."""
+    `key_mask` is bool, True where a query may read a key: ``(batch, Tk)`` (the same keys for every
+    query: padding) or ``(batch, Tq, Tk)`` (per query, e.g. padding and a causal mask together).
+    A row with no key allowed is all zeros."""
     if key_mask is None:
         return torch.softmax(scores, dim=-1)
-    batch, _, keys = scores.shape
-    if key_mask.shape != (batch, keys) or key_mask.dtype != torch.bool:
+    batch, queries, keys = scores.shape
+    if key_mask.dtype != torch.bool or key_mask.shape not in (
+        (batch, keys),
+        (batch, queries, keys),
+    ):
         raise ValueError(
-            f"expected a bool key_mask of shape ({batch}, {keys}), "
+            f"expected a bool key_mask of shape ({batch}, {keys}) or ({batch}, {queries}, {keys}), "
             f"got {key_mask.dtype} {tuple(key_mask.shape)}"
         )
-    masked = scores.masked_fill(~key_mask[:, None, :], float("-inf"))
+    allowed = key_mask[:, None, :] if key_mask.ndim == 2 else key_mask
+    masked = scores.masked_fill(~allowed, float("-inf"))
     weights = torch.softmax(masked, dim=-1)
     return weights.nan_to_num(0.0)  # rows with every key masked: 0 / 0 → 0
 
