@@ -25,6 +25,7 @@ from seqmodels.decoding import (
     sample,
     sample_sequences,
     seq2seq_next_log_probs,
+    sequence_log_prob,
     sequence_distribution,
     table_next_log_probs,
     temperature,
@@ -73,6 +74,7 @@ def test_full_width_beam_equals_exhaustive_and_brute_force(seed, alpha, V, max_l
     assert len(beam) == len(every) == len(exact)
     for b, e, (y, lp, score) in zip(beam, every, exact, strict=True):
         assert b.tokens == e.tokens == y
+        assert sequence_log_prob(f, y) == pytest.approx(lp, abs=1e-9)
         assert b.log_prob == pytest.approx(lp, abs=1e-9)
         assert b.score == pytest.approx(score, abs=1e-9) and e.score == pytest.approx(score)
     # the probabilities of all finished and unfinished sequences sum to 1

@@ -13,7 +13,7 @@ decoder state instead: cheaper per token, but it cannot fork a state into a beam
 
 - Search: :func:`greedy_search` (argmax at each step), :func:`beam_search` (the ``beam_size`` best
   prefixes by cumulative log-prob, optional length normalisation), :func:`exhaustive_search` (every
-  sequence up to ``max_len``: the exact oracle).
+  sequence up to ``max_len``: the exact oracle); :func:`sequence_log_prob` scores any sequence.
 - Sampling: the logits transforms :func:`temperature`, :func:`top_k_filter`, :func:`top_p_filter`
   (each returns a tensor of the logits' shape with ``-inf`` where a token is removed), combined in
   that order by :func:`filter_logits`; :func:`sample` draws one token per row, reproducibly;
@@ -69,11 +69,20 @@ def temperature(logits: torch.Tensor, t: float) -> torch.Tensor:
     return logits / t
 
 
-def _count_larger(values: torch.Tensor) -> torch.Tensor:
-    """For each entry of `values: (..., V)`, how many entries of its row are strictly larger."""
-    ascending = values.sort(dim=-1).values.contiguous()
-    not_larger = torch.searchsorted(ascending, values.contiguous(), right=True)
-    return values.shape[-1] - not_larger
+def _count_larger(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sort each row of `values: (..., V)` in descending order: ``(sorted, order, larger)``, where
+    ``larger[..., j]`` counts the entries strictly larger than ``sorted[..., j]`` (the position of
+    the first entry tied with it)."""
+    ordered, order = values.sort(dim=-1, descending=True, stable=True)
+    position = torch.arange(values.shape[-1], device=values.device).expand(ordered.shape)
+    new_value = torch.ones_like(ordered, dtype=torch.bool)
+    new_value[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+    larger = torch.where(new_value, position, 0).cummax(dim=-1).values
+    return ordered, order, larger
+
+
+def _unsort(kept_sorted: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(kept_sorted).scatter_(-1, order, kept_sorted)
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -83,8 +92,8 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     _check_logits(logits)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"expected an integer k >= 1, got {k!r}")
-    keep = _count_larger(logits) < k
-    return logits.masked_fill(~keep, -math.inf)
+    _, order, larger = _count_larger(logits)
+    return logits.masked_fill(~_unsort(larger < k, order), -math.inf)
 
 
 def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
@@ -97,12 +106,11 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     _check_logits(logits)
     if isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
         raise ValueError(f"expected 0 < p <= 1, got {p!r}")
-    probs = torch.softmax(logits.double(), dim=-1)
-    descending = probs.sort(dim=-1, descending=True).values
+    descending, order, larger = _count_larger(torch.softmax(logits.double(), dim=-1))
     # top_mass[..., j] = total probability of the j most probable tokens (j = 0 .. V)
     top_mass = torch.cat([torch.zeros_like(descending[..., :1]), descending.cumsum(-1)], dim=-1)
-    larger_mass = top_mass.gather(-1, _count_larger(probs))
-    return logits.masked_fill(~(larger_mass < p), -math.inf)
+    larger_mass = top_mass.gather(-1, larger)
+    return logits.masked_fill(~_unsort(larger_mass < p, order), -math.inf)
 
 
 def filter_logits(
@@ -346,6 +354,20 @@ def exhaustive_search(
                     nxt.append(([*y, token], total + value))
         level = nxt
     return sorted(out, key=lambda hyp: -hyp.score)
+
+
+def sequence_log_prob(
+    next_log_probs: NextLogProbs, tokens: Sequence[int], bos: int = 0, eos: int = 1
+) -> float:
+    r"""$\log p(y\,\texttt{eos}) = \sum_t \log p(y_t \mid y_{<t})$ (nats) of one output `tokens`
+    (without ``bos``/``eos``), ``eos`` included: the score search maximises, for any sequence (a
+    reference, say). One call of `next_log_probs` per position."""
+    _check_search(0, bos, eos)
+    ys = [int(y) for y in tokens]
+    total = 0.0
+    for t, y in enumerate([*ys, eos]):
+        total += float(_call(next_log_probs, torch.tensor([[bos, *ys[:t]]]))[0, y])
+    return total
 
 
 # ---- adapters: models as next_log_probs ----------------------------------------------------------
