@@ -77,7 +77,8 @@ c.Autograde.autograde_preprocessors = [
 # Every student kernel runs in a bubblewrap sandbox (see seqmodels.grading.sandbox). "none" is
 # for instructors who accept the risk: `make grade` sets it only with --unsafe-no-sandbox.
 # the course implementations of the graded functions (PS1: ngram ... train; PS2: autodiff ... sgd;
-# PS3: gradients, gated; PS4: attention, seq2seq): absent from the kernel, and flagged if used.
+# PS3: gradients, gated; PS4: attention, seq2seq; PS5: transformer, decoding, pretraining):
+# absent from the kernel, and flagged if used.
 # A module listed here that does not exist (yet) is simply not there for the kernel either: the
 # sandbox copies an allow-list.
 GRADED_IMPLEMENTATIONS = [
@@ -94,6 +95,9 @@ GRADED_IMPLEMENTATIONS = [
     "seqmodels.gated",
     "seqmodels.attention",
     "seqmodels.seq2seq",
+    "seqmodels.transformer",
+    "seqmodels.decoding",
+    "seqmodels.pretraining",
 ]
 c.GuardedExecute.hidden_modules = GRADED_IMPLEMENTATIONS
 c.JudgeCaptures.forbidden_modules = GRADED_IMPLEMENTATIONS
