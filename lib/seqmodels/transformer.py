@@ -26,6 +26,7 @@ import json
 import math
 from collections.abc import Sequence
 from importlib import resources
+from time import perf_counter
 
 import torch
 from torch import nn
@@ -545,3 +546,64 @@ def pretrained_kjv_lm() -> TransformerLM:
         state["output.weight"] = state["embed.embedding.weight"]
     model.load_state_dict(state)
     return model.eval()
+
+
+# ---- Chapter 8's measurements -----------------------------------------------------------------
+
+#: The id of the marker in :func:`periodic_sentences` (after ``<s> </s> <unk>``).
+MARKER = 3
+
+
+def periodic_sentences(
+    n: int,
+    min_len: int,
+    max_len: int,
+    generator: torch.Generator,
+    period: int = 4,
+    n_symbols: int = 8,
+) -> list[list[int]]:
+    """A task where position matters: `n` sentences of ``min_len .. max_len`` tokens (uniform),
+    token $p$ (from 0) the marker :data:`MARKER` when ``p % period == period - 1`` and otherwise
+    one of `n_symbols` symbols (ids ``4 .. 3 + n_symbols``) drawn uniformly. A language model can
+    predict the marker exactly only by knowing where it is; the symbols carry
+    $\\log$ `n_symbols` nats each whatever it knows. Vocabulary size ``4 + n_symbols``."""
+    _check_positive(n=n, min_len=min_len, max_len=max_len, period=period, n_symbols=n_symbols)
+    if min_len > max_len:
+        raise ValueError(f"expected min_len <= max_len, got {min_len} and {max_len}")
+    lengths = torch.randint(min_len, max_len + 1, (n,), generator=generator).tolist()
+    sentences = []
+    for T in lengths:
+        s = torch.randint(MARKER + 1, MARKER + 1 + n_symbols, (T,), generator=generator)
+        s[torch.arange(T) % period == period - 1] = MARKER
+        sentences.append(s.tolist())
+    return sentences
+
+
+def train_step_seconds(
+    model: nn.Module,
+    T: int,
+    batch_size: int = 16,
+    repeats: int = 3,
+    generator: torch.Generator | None = None,
+) -> float:
+    """Best-of-`repeats` seconds for one forward and backward pass of a language model (a
+    :class:`TransformerLM` or ``seqmodels.rnn.RNNLM``: ``model(tokens) -> (logits, _)``) over random
+    tokens ``(batch_size, T)``, the loss the mean cross-entropy against random targets."""
+    _check_positive(T=T, batch_size=batch_size, repeats=repeats)
+    device = next(model.parameters()).device
+    vocab = model.output.out_features if hasattr(model, "output") else None
+    if vocab is None:
+        raise ValueError("expected a language model with an `output` layer")
+    tokens = torch.randint(3, vocab, (batch_size, T + 1), generator=generator).to(device)
+    best = math.inf
+    was_training = model.training
+    model.train()
+    for _ in range(repeats):
+        model.zero_grad(set_to_none=True)
+        start = perf_counter()
+        logits, _ = model(tokens[:, :-1])
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
+        loss.backward()
+        best = min(best, perf_counter() - start)
+    model.train(was_training)
+    return best
