@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_stored_results_ship_with_the_package():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     patterns = data["tool"]["setuptools"]["package-data"]["seqmodels"]
-    assert "results/*.json" in patterns
+    assert {"results/*.json", "results/*.safetensors"} <= set(patterns)
     assert "ffn_long_run" in available()
     with pytest.raises(FileNotFoundError, match="no stored result named 'nope'"):
         load_result("nope")
@@ -39,3 +39,26 @@ def test_chapter_5_runs_name_their_script_and_match_the_corpus():
     assert set(kjv["runs"]) == {"RNN", "GRU", "LSTM"}
     cells = {(r["d"], r["seed"], r["model"]) for r in race["runs"]}
     assert len(cells) == len(race["distances"]) * race["seeds"] * 3
+
+
+def test_the_stored_kjv_transformer_is_the_one_its_run_recorded():
+    """Chapter 8's stored runs, and the checkpoint Chapter 9 decodes from: its weights give the
+    test perplexity the run recorded for them (half precision), on Chapter 1's vocabulary."""
+    import math
+
+    from seqmodels.rnn import sentence_nll
+    from seqmodels.transformer import pretrained_kjv_lm
+
+    run = load_result("gpt_kjv")
+    corpus = load_kjv(min_count=2)
+    assert (ROOT / run["script"]).is_file()
+    assert run["vocabulary_size"] == len(corpus.vocab)
+    assert set(run["runs"]) == {"small", "long"}
+    model = pretrained_kjv_lm()
+    assert model.config == run["model"] == run["runs"]["long"]["model"]
+    assert not model.training and model.parameter_count() == run["runs"]["long"]["parameters"]
+    total, n = sentence_nll(model, corpus.test)
+    assert n == run["runs"]["long"]["test_tokens"]
+    assert math.exp(total / n) == pytest.approx(
+        run["runs"]["long"]["stored_test_perplexity"], abs=0.01
+    )
