@@ -13,7 +13,9 @@ or lower (a *model error*), by the search's own score (log-prob over length^alph
 
 ``kjv``: the Transformer LM of Chapter 8 (`seqmodels.transformer.pretrained_kjv_lm`) continues the
 first ``--context`` words of ``--verses`` test verses (Chapter 1's split, `load_kjv(min_count=2)`)
-for at most ``--max-len`` tokens: beam search with beam sizes 1 to 16 (alpha 0 and 1), and
+for at most ``--max-len`` tokens: greedy search (kept when cut at the maximum length), beam search
+with beam sizes 2 to 16 (alpha 0 and 1; a verse where no hypothesis finished counts as
+``no_output`` and is left out of the statistics), and
 sampling (pure, temperature 0.7, top-k 40, top-p 0.9; ``--samples`` per verse, seed 0). For each:
 mean length, empty outputs, outputs cut at the maximum length, log-prob per token under the model
 (``</s>`` counted where the output ended), the share of repeated 3-grams and words within an
@@ -34,6 +36,7 @@ from seqmodels.decoding import (
     beam_search,
     conditioned,
     distinct_n,
+    greedy_search,
     lm_next_log_probs,
     repeated_ngram_share,
     sample_sequences,
@@ -185,16 +188,26 @@ def kjv_run(args: argparse.Namespace) -> dict:
     for alpha in (0.0, 1.0):
         for beam in BEAMS_KJV:
             start = time.perf_counter()
-            outputs, log_probs, finished = [], [], []
+            outputs, log_probs, finished, dropped = [], [], [], 0
             for f in fs:
+                if beam == 1:  # greedy: an output cut at max_len is kept, unfinished
+                    tokens, lp, done = greedy_search(f, args.max_len)
+                    outputs.append(tokens)
+                    log_probs.append(lp)
+                    finished.append(done)
+                    continue
                 hyps = beam_search(f, beam, args.max_len, alpha=alpha)
-                outputs.append(hyps[0].tokens if hyps else [])
-                log_probs.append(hyps[0].log_prob if hyps else 0.0)
-                finished.append(bool(hyps))
+                if not hyps:  # nothing finished within max_len: no output
+                    dropped += 1
+                    continue
+                outputs.append(hyps[0].tokens)
+                log_probs.append(hyps[0].log_prob)
+                finished.append(True)
             stats = text_stats(outputs, log_probs, finished)
             stats.update(
                 beam=beam,
                 alpha=alpha,
+                no_output=dropped,
                 seconds=time.perf_counter() - start,
                 examples=[corpus.vocab.decode(o) for o in outputs[:5]],
             )
@@ -228,9 +241,9 @@ def main() -> None:
     parser.add_argument("part", choices=("g2p", "kjv"))
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--every", type=int, default=20, help="decode every n-th test word")
-    parser.add_argument("--verses", type=int, default=40)
+    parser.add_argument("--verses", type=int, default=50)
     parser.add_argument("--context", type=int, default=4)
-    parser.add_argument("--max-len", type=int, default=30)
+    parser.add_argument("--max-len", type=int, default=40)
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--name", default=None, help="result name (default ch09_<part>...)")
     args = parser.parse_args()
