@@ -30,6 +30,8 @@ PAGES = [
     "book/ch05_gated.html",
     "book/ch06_encoder_decoder.html",
     "book/ch07_attention.html",
+    "book/ch08_transformers.html",
+    "book/ch09_decoding.html",
     "book/problem_sets.html",
 ]
 PHONE = {"width": 400, "height": 850}
