@@ -12,6 +12,7 @@ their number as ``\\tag``. Nothing here imports Sphinx, so the rules are unit-te
 from __future__ import annotations
 
 import base64
+import html
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -383,8 +384,10 @@ def _glue_text(name: str, content: str, res: Resolved) -> str:
         return f"[{key}]"
     value = res.glue[key]
     if spec and res.format_glue is not None:
-        return res.format_glue(value, spec)
-    return value
+        value = res.format_glue(value, spec)
+    # Markdown cells render raw HTML: a glued "</s>" would vanish as a tag, so escape it as the
+    # page does
+    return html.escape(value, quote=False)
 
 
 def _cite(name: str, content: str, res: Resolved) -> str:
