@@ -1,5 +1,4 @@
-"""Chapter 8's stored KJV runs of the decoder-only Transformer LM, and the checkpoint Chapter 9
-decodes from.
+"""Chapter 8's stored KJV runs of the Transformer LM and the checkpoint that Chapter 9 decodes.
 
     .venv/bin/python benchmarks/ch08_gpt_kjv.py            # both runs (about 15 min on one thread)
     .venv/bin/python benchmarks/ch08_gpt_kjv.py --only small
@@ -10,7 +9,7 @@ clipped at 1, seed 0, so that its row compares like with like.
 
 ``long``: the same model trained for the budget of Chapter 3's RNN long run: 1,170 steps of 64
 verses (3 epochs), Adam at 3e-3. (A wider, deeper model costs about 2 s a step here, 40 min for this
-budget: a run for a GPU, with ``--d-model``/``--layers``.) Its weights are stored in
+budget: a run for a GPU, with ``--d-model``, ``--layers`` and ``--steps``.) Its weights are stored in
 half precision as lib/seqmodels/results/gpt_kjv.safetensors (``seqmodels.transformer.
 pretrained_kjv_lm()`` loads them); the test perplexity recorded is that of the stored weights.
 
@@ -92,8 +91,10 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(RUNS), default=None)
     parser.add_argument("--d-model", type=int, default=64, help="the long run's width")
     parser.add_argument("--layers", type=int, default=2, help="the long run's depth")
+    parser.add_argument("--steps", type=int, default=1170, help="the long run's steps")
     args = parser.parse_args()
     RUNS["long"]["model"] = dict(d_model=args.d_model, n_layers=args.layers, d_ff=4 * args.d_model)
+    RUNS["long"]["steps"] = args.steps
     torch.set_num_threads(1)
     set_deterministic()
     device = get_device()
