@@ -15,7 +15,7 @@ rows Chapter 5's page trains and does not store — and the Transformer at the s
 then the Transformer at d = 10, 15 for 1,200 steps with seeds 7 and 17 (batches 8 and 18), the
 protocol of ``benchmarks/ch05_gated_runs.py race`` (→ gated_race.json's RNN/GRU/LSTM rows).
 
-``positions`` (→ ch08_positions.json): ``seqmodels.transformer.periodic_sentences`` (a marker at
+``positions`` (→ ch08_positions.json): ``seqmodels.synthetic.periodic_sentences`` (a marker at
 every 4th position, 8 random symbols elsewhere), trained on 8-32 tokens, tested on 64; a 2-layer
 d_model = 32 LM with sinusoidal, learned (max_len 65) or no positions, 2 seeds; marker accuracy
 (p(marker) > 0.5 exactly at the marker positions) by target position.
@@ -47,8 +47,9 @@ from seqmodels.results import save_result, where_measured
 from seqmodels.rnn import RNNLM, distributions_at, sentence_batch, sentence_nll, train_sentence_lm
 from seqmodels.seeding import seed_everything
 from seqmodels.seq2seq import Seq2Seq, train_seq2seq, translate
-from seqmodels.synthetic import AgreementLanguage
-from seqmodels.transformer import MARKER, TransformerLM, TransformerSeq2Seq, periodic_sentences
+from seqmodels.synthetic import PERIODIC_MARKER as MARKER
+from seqmodels.synthetic import AgreementLanguage, periodic_sentences
+from seqmodels.transformer import TransformerLM, TransformerSeq2Seq
 
 SCRIPT = "benchmarks/ch08_transformer_runs.py"
 RACE = {"RNN": ("torch", 32), "GRU": ("gru", 18), "LSTM": ("lstm", 15)}

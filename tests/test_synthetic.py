@@ -374,3 +374,15 @@ def test_reversal_targets_are_the_reversed_symbols_without_noise():
         task.sample(3, 0, 4, g)
     with pytest.raises(ValueError, match="noise"):
         ReversalTask(noise=1.0)
+
+
+def test_periodic_sentences_put_the_marker_every_period():
+    from seqmodels.synthetic import PERIODIC_MARKER as MARKER
+    from seqmodels.synthetic import periodic_sentences
+
+    sentences = periodic_sentences(50, 3, 20, torch.Generator().manual_seed(0), period=4)
+    assert {len(s) for s in sentences} <= set(range(3, 21)) and len(sentences) == 50
+    for s in sentences:
+        for p, token in enumerate(s):
+            assert (token == MARKER) == (p % 4 == 3)
+            assert MARKER <= token < MARKER + 9

@@ -253,17 +253,6 @@ def test_masked_softmax_takes_a_per_query_mask():
     torch.testing.assert_close(weights, expected, rtol=0, atol=0)
 
 
-def test_periodic_sentences_put_the_marker_every_period():
-    from seqmodels.transformer import MARKER, periodic_sentences
-
-    sentences = periodic_sentences(50, 3, 20, torch.Generator().manual_seed(0), period=4)
-    assert {len(s) for s in sentences} <= set(range(3, 21)) and len(sentences) == 50
-    for s in sentences:
-        for p, token in enumerate(s):
-            assert (token == MARKER) == (p % 4 == 3)
-            assert MARKER <= token < MARKER + 9
-
-
 def test_train_step_seconds_times_a_transformer_and_an_lstm():
     from seqmodels.rnn import RNNLM
     from seqmodels.transformer import train_step_seconds

@@ -489,3 +489,43 @@ class ReversalTask:
                 source += [self.noise_id, symbol] if has_noise else [symbol]
             pairs.append((source, self.target_of(source)))
         return pairs
+
+
+# ---- a task where position matters (Chapter 8) ------------------------------------------------
+
+#: The id of the marker in :func:`periodic_sentences` (after ``<s> </s> <unk>``).
+PERIODIC_MARKER = 3
+
+
+def periodic_sentences(
+    n: int,
+    min_len: int,
+    max_len: int,
+    generator: torch.Generator,
+    period: int = 4,
+    n_symbols: int = 8,
+) -> list[list[int]]:
+    """A task where position matters: `n` sentences of ``min_len .. max_len`` tokens (uniform),
+    token $p$ (from 0) the marker :data:`PERIODIC_MARKER` when ``p % period == period - 1`` and otherwise
+    one of `n_symbols` symbols (ids ``4 .. 3 + n_symbols``) drawn uniformly. A language model can
+    predict the marker exactly only by knowing where it is; the symbols carry
+    $\\log$ `n_symbols` nats each whatever it knows. Vocabulary size ``4 + n_symbols``."""
+    for name, value in (
+        ("n", n),
+        ("min_len", min_len),
+        ("max_len", max_len),
+        ("period", period),
+        ("n_symbols", n_symbols),
+    ):
+        _check_int(name, value, 1)
+    if min_len > max_len:
+        raise ValueError(f"expected min_len <= max_len, got {min_len} and {max_len}")
+    lengths = torch.randint(min_len, max_len + 1, (n,), generator=generator).tolist()
+    sentences = []
+    for T in lengths:
+        s = torch.randint(
+            PERIODIC_MARKER + 1, PERIODIC_MARKER + 1 + n_symbols, (T,), generator=generator
+        )
+        s[torch.arange(T) % period == period - 1] = PERIODIC_MARKER
+        sentences.append(s.tolist())
+    return sentences
