@@ -215,6 +215,19 @@ def beam_search(next_log_probs, beam_size, max_len, bos=0, eos=1, alpha=0.0):
 '''
 
 #: name → (answer cell, code, test cell that loses its points, text the feedback must show)
+_PRIVATE_ATTENTION = _FUSED_ATTENTION.replace(
+    "    eye = torch.eye(T, dtype=q.dtype, device=q.device).expand(q.shape[0], -1, -1)\n"
+    "    context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n"
+    "    return context, F.scaled_dot_product_attention(q, k, eye, attn_mask=mask)\n",
+    "    return torch._scaled_dot_product_attention_math(q, k, v, attn_mask=mask)\n",
+)  # torch's private kernel returns the context and the weights
+_MHA_INSIDE_A_LAYER = _TORCH_MHA.replace(
+    "mha = torch.nn.MultiheadAttention(d, n_heads, bias=False, batch_first=True)",
+    "layer = torch.nn.TransformerEncoderLayer(d, n_heads, bias=False, batch_first=True)\n"
+    "    mha = layer.self_attn",
+)
+assert _PRIVATE_ATTENTION != _FUSED_ATTENTION and _MHA_INSIDE_A_LAYER != _TORCH_MHA
+
 RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
     "calls-scaled-dot-product-attention": (
         "causal_attention",
@@ -227,6 +240,18 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
         _FUSED_ATTENTION_BY_DICT,
         "test_causal_attention",
         "uses __dict__, which this task forbids",
+    ),
+    "calls-torchs-private-attention-kernel": (
+        "causal_attention",
+        _PRIVATE_ATTENTION,
+        "test_causal_attention",
+        "uses torch._scaled_dot_product_attention_math, which this task forbids",
+    ),
+    "takes-multiheadattention-from-a-transformer-layer": (
+        "multi_head_attention",
+        _MHA_INSIDE_A_LAYER,
+        "test_multi_head_attention",
+        "uses TransformerEncoderLayer, which this task forbids",
     ),
     "calls-nn-multiheadattention": (
         "multi_head_attention",

@@ -150,3 +150,33 @@ def test_an_alias_made_in_another_cell_is_seen_through():
     graded = "def grad_of(x):\n    return T.func.grad(g)(x)\n"
     flags = JudgeCaptures()._flags(["grad_of"], {}, [graded, "import torch as T\n"], NO_AUTOGRAD)
     assert flags == ["`grad_of` uses `torch.func`, which this task forbids"]
+
+
+@pytest.mark.parametrize(
+    "source, found",
+    [
+        (  # returns attention's context and weights: Task 1 of PS4 and PS5 in one call
+            "import torch\ndef f(q, k, v):\n    return torch._scaled_dot_product_attention_math(q, k, v)\n",
+            ["torch._scaled_dot_product_attention_math"],
+        ),
+        (
+            "import torch as T\ndef f(x):\n    return T._native_multi_head_attention(x)\n",
+            ["torch._native_multi_head_attention"],
+        ),
+        (
+            "from torch import _scaled_dot_product_attention_math as m\n",
+            ["torch._scaled_dot_product_attention_math"],
+        ),
+        (
+            "import torch.nn.functional as F\ndef f(x):\n    return F._canonical_mask(x)\n",
+            ["torch.nn.functional._canonical_mask"],
+        ),
+        # a tensor's own private attribute, and dunders, are not torch's private API
+        ("import torch\ndef f(x):\n    return x._version, torch.__version__\n", []),
+    ],
+)
+def test_torchs_private_api_is_forbidden_with_anything(source, found):
+    from seqmodels.grading.preprocessors import DYNAMIC_LOOKUPS
+
+    assert "torch._*" in DYNAMIC_LOOKUPS
+    assert _forbidden_names(source, ["torch._*"]) == found

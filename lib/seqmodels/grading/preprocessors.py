@@ -63,7 +63,14 @@ DYNAMIC_LOOKUPS = (
     "pkgutil",
     "__spec__",
     "__loader__",
+    "torch._*",
 )
+#: ``torch._*`` in a forbidden list stands for torch's private API: any name reached through torch
+#: with a part that starts with one underscore (``torch._C``, ``torch._VF``,
+#: ``torch._scaled_dot_product_attention_math``, which returns attention's context *and* weights,
+#: ``torch.nn.functional._canonical_mask``). No task needs it, and it holds the kernels behind
+#: every public function a task forbids.
+PRIVATE_SUFFIX = "._*"
 
 
 def grader_note(text: str) -> NotebookNode:
@@ -328,7 +335,15 @@ def _forbidden_names(
             dotted.add(_canonical(node.id, aliases))
     found = set()
     for entry in forbidden:
-        if "." in entry:
+        if entry.endswith(PRIVATE_SUFFIX):
+            root = entry.removesuffix(PRIVATE_SUFFIX)
+            found.update(
+                d
+                for d in dotted
+                if d.startswith(root + ".")
+                and any(p.startswith("_") and not p.startswith("__") for p in d.split(".")[1:])
+            )
+        elif "." in entry:
             if any(d == entry or d.startswith(entry + ".") for d in dotted):
                 found.add(entry)
         elif entry in words:
