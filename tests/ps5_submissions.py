@@ -227,6 +227,26 @@ _MHA_INSIDE_A_LAYER = _TORCH_MHA.replace(
     "    mha = layer.self_attn",
 )
 assert _PRIVATE_ATTENTION != _FUSED_ATTENTION and _MHA_INSIDE_A_LAYER != _TORCH_MHA
+_MHA_FOUND_BY_CLASS_WALK = _TORCH_MHA.replace(
+    "mha = torch.nn.MultiheadAttention(d, n_heads, bias=False, batch_first=True)",
+    "mha = _find(torch.nn.Module, 'Multihead' + 'Attention')(\n"
+    "        d, n_heads, bias=False, batch_first=True\n"
+    "    )",
+).replace(
+    "def multi_head_attention(",
+    "def _find(base, name):\n"
+    "    for c in base.__subclasses__():\n"
+    "        if c.__name__ == name:\n"
+    "            return c\n"
+    "        if (found := _find(c, name)) is not None:\n"
+    "            return found\n"
+    "\n\n"
+    "def multi_head_attention(",
+)  # a class reached by a name built at run time
+assert (
+    "__subclasses__" in _MHA_FOUND_BY_CLASS_WALK
+    and "MultiheadAttention(d" not in _MHA_FOUND_BY_CLASS_WALK
+)
 
 RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
     "calls-scaled-dot-product-attention": (
@@ -252,6 +272,12 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
         _MHA_INSIDE_A_LAYER,
         "test_multi_head_attention",
         "uses TransformerEncoderLayer, which this task forbids",
+    ),
+    "finds-multiheadattention-among-subclasses": (
+        "multi_head_attention",
+        _MHA_FOUND_BY_CLASS_WALK,
+        "test_multi_head_attention",
+        "uses __subclasses__, which this task forbids",
     ),
     "calls-nn-multiheadattention": (
         "multi_head_attention",

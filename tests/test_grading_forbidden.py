@@ -180,3 +180,23 @@ def test_torchs_private_api_is_forbidden_with_anything(source, found):
 
     assert "torch._*" in DYNAMIC_LOOKUPS
     assert _forbidden_names(source, ["torch._*"]) == found
+
+
+def test_walking_the_class_tree_to_a_forbidden_class_is_flagged():
+    """``nn.Module.__subclasses__()`` searched for ``"Multihead" + "Attention"`` reaches
+    ``nn.MultiheadAttention`` without naming it (it earned full marks in PS5's Task 2 before)."""
+    from seqmodels.grading.preprocessors import DYNAMIC_LOOKUPS
+
+    source = (
+        "import torch\n"
+        "def find(base, name):\n"
+        "    for c in base.__subclasses__():\n"
+        "        if c.__name__ == name:\n"
+        "            return c\n"
+        "        if (found := find(c, name)) is not None:\n"
+        "            return found\n"
+        "def f():\n"
+        "    return find(torch.nn.Module, 'Multihead' + 'Attention')\n"
+    )
+    assert _forbidden_names(source, ["MultiheadAttention", *DYNAMIC_LOOKUPS]) == ["__subclasses__"]
+    assert _forbidden_names("import gc\ndef f():\n    return gc.get_objects()\n", ["gc"]) == ["gc"]

@@ -63,6 +63,10 @@ DYNAMIC_LOOKUPS = (
     "pkgutil",
     "__spec__",
     "__loader__",
+    "__subclasses__",
+    "__bases__",
+    "__mro__",
+    "gc",
     "torch._*",
 )
 #: ``torch._*`` in a forbidden list stands for torch's private API: any name reached through torch
