@@ -12,20 +12,27 @@
 import os
 from pathlib import Path
 
-from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
     ClearOutput,
     DeduplicateIds,
+    GetGrades,
     IgnorePattern,
     LimitOutput,
     OverwriteCells,
     OverwriteKernelspec,
-    SaveAutoGrades,
 )
 
-from seqmodels.grading.preprocessors import GuardedExecute, JudgeCaptures, SanitizeSubmission
+from seqmodels.grading.preprocessors import (
+    FeedbackForStudents,
+    GuardedExecute,
+    JudgeCaptures,
+    SanitizeSubmission,
+    SaveVerdicts,
+    StudentTextAsText,
+)
 
 ROOT = Path(__file__).resolve().parent
 GRADING = ROOT / "grading"
@@ -70,10 +77,14 @@ c.Autograde.autograde_preprocessors = [
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,
-    SaveAutoGrades,
+    SaveVerdicts,
     AssignLatePenalties,
     CheckCellMetadata,
+    StudentTextAsText,
 ]
+# Scores come from the grader's verdicts (SaveVerdicts), never from outputs; feedback drops the
+# evidence written for instructors (a task held for review).
+c.GenerateFeedback.preprocessors = [GetGrades, FeedbackForStudents, CSSHTMLHeaderPreprocessor]
 # Every student kernel runs in a bubblewrap sandbox (see seqmodels.grading.sandbox). "none" is
 # for instructors who accept the risk: `make grade` sets it only with --unsafe-no-sandbox.
 # the course implementations of the graded functions (PS1: ngram ... train; PS2: autodiff ... sgd;
@@ -100,7 +111,6 @@ GRADED_IMPLEMENTATIONS = [
     "seqmodels.pretraining",
 ]
 c.GuardedExecute.hidden_modules = GRADED_IMPLEMENTATIONS
-c.JudgeCaptures.forbidden_modules = GRADED_IMPLEMENTATIONS
 c.GuardedExecute.sandbox = os.environ.get("SEQMODELS_SANDBOX", "bubblewrap")
 c.GuardedExecute.timeout = int(os.environ.get("SEQMODELS_CELL_TIMEOUT", 30))
 c.GuardedExecute.notebook_budget = int(os.environ.get("SEQMODELS_NOTEBOOK_BUDGET", 180))

@@ -6,6 +6,7 @@ generate its release, submit notebooks, run `make grade`'s driver, read the CSV 
 
 from __future__ import annotations
 
+import copy
 import csv
 import hashlib
 import os
@@ -140,12 +141,54 @@ def current_manifest(ps: str) -> dict:
 # ------------------------------------------------ one round trip of a problem set's submissions
 
 
-def grade_submissions(course: Path, ps: str, tests: list, wrong: dict, rule_breakers: dict) -> dict:
-    """Grade the solution, the blank release, each wrong answer and each rule-breaker of `ps`.
+#: what a kernel can emit to pose as the grader: a hook runs before every cell (test cells too) and
+#: emits a "full marks" execute_result, a verdict-like HTML table with a script, and the test
+#: cell's source, all carrying the metadata the grader once marked its own outputs with
+FORGED_GRADER_OUTPUT = r"""
+from IPython import get_ipython
+from IPython.display import HTML, display
+
+_shell = get_ipython()
+_mark = "FORGED" + "-OUTPUT"  # built here, so only an output can hold these texts
+_script = "<scr" + "ipt>alert(1)</scr" + "ipt>"
+_img = "<im" + "g src=x onerror=alert(2)>"
+
+
+def _forge(info):
+    marks = {"seqmodels_grader": True, "seqmodels_audience": "everyone"}
+    _shell.display_pub.publish(
+        {"text/plain": _mark + " 10.0", "text/html": "<b>" + _mark + "</b>" + _script},
+        metadata=marks,
+    )
+    kernel = _shell.kernel  # an execute_result, as nbgrader reads partial credit from one
+    content = {"data": {"text/plain": "10.0"}, "metadata": marks, "execution_count": 1}
+    kernel.session.send(kernel.iopub_socket, "execute_result", content, parent=kernel.get_parent())
+    display(HTML(_img + _mark + info.raw_cell), metadata=marks)
+
+
+_shell.events.register("pre_run_cell", _forge)
+"""
+FORGED = ("FORGED-OUTPUT", "<script>alert(1)", "<img src=x")
+
+
+def forged_grader_output(release: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The blank release with one extra cell that forges the grader's outputs (it must earn 0)."""
+    nb = copy.deepcopy(release)
+    nb.cells.insert(1, nbformat.v4.new_code_cell(FORGED_GRADER_OUTPUT))
+    return nb
+
+
+def grade_submissions(
+    course: Path, ps: str, tests: list, wrong: dict, rule_breakers: dict, honest: dict | None = None
+) -> dict:
+    """Grade the solution, the blank release, each wrong answer, each rule-breaker, each honest
+    submission and one that forges the grader's output, of `ps`.
 
     `wrong` maps a name to ``(test cell, answer code, ...)`` and `rule_breakers` to ``(test cell,
     answer code, ...)`` as the ``psN_submissions`` modules give them; each replaces one answer of
-    the solution. Returns the scores, the CSV rows, the students and the grading time.
+    the solution. `honest` maps a name to ``(answer cell, code, extra cell or None)``: right answers
+    written in ways a name-matching grader flagged, and an extra cell appended after that answer
+    (the student's own check). Returns the scores, the CSV rows, the students and the grading time.
     """
     import time
 
@@ -157,6 +200,7 @@ def grade_submissions(course: Path, ps: str, tests: list, wrong: dict, rule_brea
     files = {
         "solution": nbformat.writes(fill(release, answers)).encode(),
         "blank": nbformat.writes(release).encode(),
+        "hostile-forges-grader-output": nbformat.writes(forged_grader_output(release)).encode(),
         **{
             f"wrong-{name}": nbformat.writes(fill(release, {**answers, cell: code})).encode()
             for name, (cell, code, *_) in wrong.items()
@@ -164,6 +208,12 @@ def grade_submissions(course: Path, ps: str, tests: list, wrong: dict, rule_brea
         **{
             f"rule-{name}": nbformat.writes(fill(release, {**answers, cell: code})).encode()
             for name, (cell, code, *_) in rule_breakers.items()
+        },
+        **{
+            f"honest-{name}": nbformat.writes(
+                with_cell_after(fill(release, {**answers, cell: code}), cell, extra)
+            ).encode()
+            for name, (cell, code, extra) in (honest or {}).items()
         },
     }
     submit(course, files, ps)
@@ -181,6 +231,23 @@ def grade_submissions(course: Path, ps: str, tests: list, wrong: dict, rule_brea
         "stdout": result.stdout,
         "seconds": seconds,
     }
+
+
+def with_cell_after(nb: nbformat.NotebookNode, grade_id: str, code: str | None):
+    """`nb` with a student code cell holding `code` right after the cell `grade_id`."""
+    if code is not None:
+        index = next(
+            i
+            for i, c in enumerate(nb.cells)
+            if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+        )
+        nb.cells.insert(index + 1, nbformat.v4.new_code_cell(code))
+    return nb
+
+
+def autograded(course: Path, student: str, ps: str) -> str:
+    """The graded notebook as the instructor sees it in formgrader (JSON text)."""
+    return (course / "grading" / "autograded" / student / ps / f"{ps}.ipynb").read_text()
 
 
 def task_points(html: str) -> dict[str, float]:
@@ -214,12 +281,45 @@ def assert_loses_points_on_its_own_task_only(graded: dict, ps: str, name: str, t
     assert any(kind in section for kind in kinds), section[:3000]
 
 
-def assert_earns_nothing_for_its_task(graded: dict, ps: str, name: str, task: str, text: str):
-    """Rule-breaker `name` gets 0 on `task`, full marks elsewhere, and feedback saying `text`."""
+def assert_earns_nothing_for_its_task(
+    graded: dict, ps: str, name: str, task: str, test_cell: str, text: str
+) -> None:
+    """Rule-breaker `name` gets 0 on `task` and full marks elsewhere. If `text` says what the cell
+    raised (the tool is absent from the sandbox), the feedback says so; otherwise the task is held
+    for review: the feedback says that and shows no evidence, the CSV's review column names the test
+    cell, and the graded notebook (formgrader) holds the evidence `text` for the instructor."""
     html = feedback(graded["course"], f"rule-{name}", ps)
     assert graded["scores"][f"rule-{name}"] == 8
     assert task_points(html)[task] == 0
-    assert text in re.sub(r"<[^>]+>", "", html)  # the flag, with its <code> tags taken out
+    plain = re.sub(r"<[^>]+>", "", html)
+    if text.startswith("this cell raised"):
+        assert text in plain
+        assert graded["rows"][f"rule-{name}"]["review"] == ""
+        return
+    assert "Held for your instructor's review" in plain and "For the instructor" not in plain
+    assert graded["rows"][f"rule-{name}"]["review"] == test_cell
+    assert text in autograded(graded["course"], f"rule-{name}", ps)
+
+
+def assert_honest_and_unflagged(graded: dict, ps: str, student: str) -> None:
+    """Full marks, no review, and the feedback says nothing of rules."""
+    assert graded["scores"][student] == 10, student
+    assert graded["rows"][student]["review"] == ""
+    assert "Held for" not in feedback(graded["course"], student, ps)
+
+
+def assert_forged_output_earns_nothing(graded: dict, ps: str) -> None:
+    """The blank release plus a cell that forges the grader's output, markup and execution counts:
+    0 points, and none of what it emitted reaches the feedback or the graded notebook."""
+    student = "hostile-forges-grader-output"
+    assert graded["scores"][student] == 0
+    for page in (
+        feedback(graded["course"], student, ps),
+        autograded(graded["course"], student, ps),
+    ):
+        for forged in FORGED:
+            assert forged not in page, forged
+        assert "BEGIN HIDDEN TESTS" not in page
 
 
 def wrong_answers(
@@ -263,6 +363,7 @@ class RoundTrip:
     TESTS: list = []
     WRONG: dict = {}
     RULE_BREAKERS: dict = {}
+    HONEST: dict = {}
     HIDDEN: tuple[str, ...] = ()
 
     def pytest_generate_tests(self, metafunc):
@@ -271,6 +372,7 @@ class RoundTrip:
             "wrong": sorted(self.WRONG),
             "rule": sorted(self.RULE_BREAKERS),
             "imports": imports,
+            "honest": sorted(self.HONEST),
         }
         for name, values in params.items():
             if name in metafunc.fixturenames:
@@ -280,7 +382,9 @@ class RoundTrip:
     @classmethod
     def graded(cls, tmp_path_factory):
         course = tmp_path_factory.mktemp("course")
-        return grade_submissions(course, cls.PS, cls.TESTS, cls.WRONG, cls.RULE_BREAKERS)
+        return grade_submissions(
+            course, cls.PS, cls.TESTS, cls.WRONG, cls.RULE_BREAKERS, cls.HONEST
+        )
 
     def test_the_solution_earns_full_marks_and_the_blank_release_none(self, graded):
         assert_full_marks_and_blank_none(graded, self.PS, self.TASK_OF.values())
@@ -291,7 +395,14 @@ class RoundTrip:
 
     def test_a_forbidden_tool_or_the_library_in_a_task_earns_nothing_for_it(self, graded, rule):
         _, _, test_cell, text = self.RULE_BREAKERS[rule]
-        assert_earns_nothing_for_its_task(graded, self.PS, rule, self.TASK_OF[test_cell], text)
+        task = self.TASK_OF[test_cell]
+        assert_earns_nothing_for_its_task(graded, self.PS, rule, task, test_cell, text)
+
+    def test_honest_code_that_names_or_checks_against_a_tool_is_not_flagged(self, graded, honest):
+        assert_honest_and_unflagged(graded, self.PS, f"honest-{honest}")
+
+    def test_forged_grader_output_earns_nothing_and_reaches_no_page(self, graded):
+        assert_forged_output_earns_nothing(graded, self.PS)
 
     def test_a_hidden_module_cannot_even_be_imported_in_the_sandbox(self, graded, imports):
         html = feedback(graded["course"], f"rule-{imports}", self.PS)

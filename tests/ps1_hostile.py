@@ -10,6 +10,7 @@ inside the sandbox or gains nothing.
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from pathlib import Path
 import nbformat
 
 import ps1_attacks as attacks
+from grading_helpers import forged_grader_output
 from ps1_submissions import fill
 
 
@@ -186,6 +188,39 @@ def _helper_cell_with_words(release, answers, targets):
     return _dump(nb)
 
 
+def _forges_grader_output(release, answers, targets):
+    """The blank release and a hook that poses as the grader: it must earn nothing."""
+    return _dump(forged_grader_output(release))
+
+
+MARKUP = "<scr" + "ipt>alert(3)</scr" + "ipt><img src=x onerror=alert(4)>"
+
+
+def _markup_cells(release, answers, targets):
+    """Right answers, and cells of the student's own whose markup would run in whoever opens the
+    graded notebook or the feedback: markdown with a script, a raw cell marked as HTML, an SVG
+    attachment with a script, and a cell whose metadata carries markup."""
+    nb = fill(release, answers)
+    svg = base64.b64encode(f"<svg xmlns='http://www.w3.org/2000/svg'>{MARKUP}</svg>".encode())
+    markdown = nbformat.v4.new_markdown_cell(f"Notes {MARKUP} ![x](attachment:x.svg) $\\alpha$")
+    markdown["attachments"] = {"x.svg": {"image/svg+xml": svg.decode()}}
+    raw = nbformat.v4.new_raw_cell(MARKUP)
+    raw.metadata = {"format": "text/html", "raw_mimetype": "text/html"}
+    code = nbformat.v4.new_code_cell("x = 1")
+    code.metadata = {"tags": ['"><script>alert(5)</script>'], "jupyter": {"source_hidden": True}}
+    nb.cells[1:1] = [markdown, raw, code]
+    return _dump(nb)
+
+
+def _oversize(release, answers, targets):
+    """Right answers and a 21 MB attachment: over the 20 MB limit, set aside before grading."""
+    nb = fill(release, answers)
+    cell = nbformat.v4.new_markdown_cell("![big](attachment:big.png)")
+    cell["attachments"] = {"big.png": {"image/png": "A" * (21 * 2**20)}}
+    nb.cells.append(cell)
+    return _dump(nb)
+
+
 def _hooks(release, answers, targets):
     """A hook prints every cell's source (the hidden tests too) and replays it in a later cell."""
     nb = fill(release, answers)
@@ -265,7 +300,7 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
             "    p[:, 0] = 0\n    return p",
         ),
         8,
-        "course library",
+        "raised ImportError",  # the library's implementations do not exist in the sandbox
     ),
     "hostile-imports-library-dynamically": (
         _replace(
@@ -289,6 +324,9 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
     "hostile-leaks-through-hooks": (_hooks, 10, "exception of its own type"),
     "hostile-memory-in-children": (_last_cell(attacks.MEMORY_IN_CHILDREN), 10, "pass"),
     "hostile-fork-bomb": (_last_cell(attacks.FORK_BOMB), 10, "pass"),
+    "hostile-forges-grader-output": (_forges_grader_output, 0, "FAIL"),
+    "hostile-markup-in-its-own-cells": (_markup_cells, 10, "pass"),
+    "hostile-oversize": (_oversize, 0, "over the 20 MB limit"),
     "honest-duplicated-answer-last-copy-finished": (_duplicated_answer, 10, "pass"),
     "honest-helper-cell-mentions-checker": (_helper_cell_with_words, 10, "pass"),
     "wrong-add-k-in-float16": (

@@ -13,9 +13,11 @@ from pathlib import Path
 import nbformat
 
 from grading_helpers import wrong_answers
+from ps1_submissions import solution_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "solutions" / "ps2" / "ps2.ipynb"
+_ANSWERS = solution_answers(nbformat.read(SOURCE, as_version=4))
 
 # grade_id of each answer cell → grade_id of its test cell
 TESTS = {
@@ -129,27 +131,69 @@ def rnn_forward(x, lengths, h0, W_ih, W_hh, b_ih, b_hh):
     return rnn(x, lengths, h0)
 '''
 
-#: name → (answer cell, code, test cell that loses its points, text the feedback must show)
+
+# issue 19's route around name matching: a correct answer, then the name rebound to autograd
+_REBINDS_TO_AUTOGRAD = (
+    _ANSWERS["softmax_cross_entropy"]
+    + """
+
+
+def _by_autograd(logits, targets):
+    with torch.inference_mode(False), torch.enable_grad():
+        z = logits.clone().requires_grad_()
+        loss = torch.log_softmax(z, dim=1).gather(1, targets[:, None].clone()).neg().mean()
+        loss.backward()
+    return loss.detach(), z.grad
+
+
+softmax_cross_entropy = _by_autograd
+"""
+)
+
+#: name → (answer cell, code, test cell that loses its points, what the evidence shows: a traced
+#: op or call, or, where the tool is absent from the sandbox, "this cell raised ...")
 RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
     "calls-backward": (
         "tanh_layer_backward",
         _BACKWARD,
         "test_tanh_layer_backward",
-        "which this task forbids",
+        "autograd::engine",
     ),
     "escapes-inference-mode-for-autograd": (
         "softmax_cross_entropy",
         _ESCAPES_INFERENCE_MODE,
         "test_softmax_cross_entropy",
-        "which this task forbids",
+        "autograd::engine",
     ),
     "imports-seqmodels-rnn": (
         "rnn_forward",
         _IMPORTS_LIBRARY_RNN,
         "test_rnn_forward",
-        "uses seqmodels.rnn from the course library",
+        "this cell raised ImportError",
+    ),
+    "rebinds-its-answer-to-autograd": (
+        "softmax_cross_entropy",
+        _REBINDS_TO_AUTOGRAD,
+        "test_softmax_cross_entropy",
+        "autograd::engine",
     ),
 }
 
 
 WRONG = wrong_answers(nbformat.read(SOURCE, as_version=4), _BUGS, TESTS)
+
+#: name → (answer cell, code, a cell of the student's own after it or None): honest answers that
+#: name a forbidden tool or use it outside the graded call; full marks, never held for review
+HONEST: dict[str, tuple[str, str, str | None]] = {
+    "checks-its-gradient-against-backward-in-a-cell-of-its-own": (
+        "tanh_layer_backward",
+        _ANSWERS["tanh_layer_backward"],
+        "x, W, b = (torch.randn(*s, dtype=torch.float64, requires_grad=True) for s in "
+        "((3, 2), (4, 2), (4,)))\n"
+        "g = torch.randn(3, 4, dtype=torch.float64)\n"
+        "(torch.tanh(x @ W.T + b) * g).sum().backward()\n"
+        "with torch.no_grad():\n"
+        "    mine = tanh_layer_backward(x, W, b, g)\n"
+        "torch.testing.assert_close(mine, (x.grad, W.grad, b.grad))\n",
+    ),
+}

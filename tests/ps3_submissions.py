@@ -14,9 +14,11 @@ from pathlib import Path
 import nbformat
 
 from grading_helpers import wrong_answers
+from ps1_submissions import solution_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "solutions" / "ps3" / "ps3.ipynb"
+_ANSWERS = solution_answers(nbformat.read(SOURCE, as_version=4))
 
 # grade_id of each answer cell → grade_id of its test cell
 TESTS = {
@@ -208,45 +210,79 @@ def gru_step(x, h, W, U, b):
     )
 '''
 
-#: name → (answer cell, code, test cell that loses its points, text the feedback must show)
+
+# issue 19's route around name matching: an object whose __call__ runs nn.LSTM
+_LSTM_BEHIND_A_CALLABLE = (
+    _TORCH_LSTM.replace("def lstm_forward(x, lengths", "def _torch_lstm(x, lengths")
+    + """
+
+
+class _L:
+    def __call__(self, *args):
+        return _torch_lstm(*args)
+
+
+lstm_forward = _L()
+"""
+)
+
+#: name → (answer cell, code, test cell that loses its points, what the evidence shows: a traced
+#: op or call, or, where the tool is absent from the sandbox, "this cell raised ...")
 RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
     "jacobian-by-autograd": (
         "state_jacobians",
         _JACOBIAN_BY_AUTOGRAD,
         "test_state_jacobians",
-        "which this task forbids",
+        "autograd::engine",
     ),
     "calls-clip-grad-norm": (
         "clip_by_global_norm",
         _TORCH_CLIPPING,
         "test_clip_by_global_norm",
-        "which this task forbids",
+        "torch.nn.utils.clip_grad.clip_grad_norm_",
     ),
     "calls-nn-lstm": (
         "lstm_forward",
         _TORCH_LSTM,
         "test_lstm_forward",
-        "which this task forbids",
+        "aten::lstm",
     ),
     "fused-lstm-through-torch-internals": (
         "lstm_forward",
         _FUSED_LSTM_THROUGH_TORCH_C,
         "test_lstm_forward",
-        "uses torch._C",
+        "aten::lstm",
     ),
     "imports-seqmodels-gradients": (
         "clip_by_global_norm",
         _IMPORTS_LIBRARY_GRADIENTS,
         "test_clip_by_global_norm",
-        "uses seqmodels.gradients from the course library",
+        "this cell raised ImportError",
     ),
     "imports-seqmodels-gated": (
         "gru_step",
         _IMPORTS_LIBRARY_GATED,
         "test_gru_step",
-        "uses seqmodels.gated from the course library",
+        "this cell raised ImportError",
+    ),
+    "lstm-forward-is-an-object-running-nn-lstm": (
+        "lstm_forward",
+        _LSTM_BEHIND_A_CALLABLE,
+        "test_lstm_forward",
+        "aten::lstm",
     ),
 }
 
 
 WRONG = wrong_answers(nbformat.read(SOURCE, as_version=4), _BUGS, TESTS)
+
+#: name → (answer cell, code, a cell of the student's own after it or None): honest answers that
+#: name a forbidden tool or use it outside the graded call; full marks, never held for review
+HONEST: dict[str, tuple[str, str, str | None]] = {
+    "checks-its-clipping-against-torch-in-a-cell-of-its-own": (
+        "clip_by_global_norm",
+        _ANSWERS["clip_by_global_norm"],
+        "_p = [torch.nn.Parameter(torch.ones(3))]\n_p[0].grad = torch.full((3,), 4.0)\n"
+        "_norm = torch.nn.utils.clip_grad_norm_(_p, 1.0)  # the built-in, as a check\n",
+    ),
+}

@@ -15,9 +15,11 @@ from pathlib import Path
 import nbformat
 
 from grading_helpers import wrong_answers
+from ps1_submissions import solution_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "solutions" / "ps4" / "ps4.ipynb"
+_ANSWERS = solution_answers(nbformat.read(SOURCE, as_version=4))
 
 # grade_id of each answer cell → grade_id of its test cell
 TESTS = {
@@ -200,45 +202,109 @@ def greedy_decode(step, h0, bos, eos, max_len):
     return _library(step, h0, bos, eos, max_len)
 '''
 
-#: name → (answer cell, code, test cell that loses its points, text the feedback must show)
+
+# issue 19's routes around name matching: RapidFuzz bound by a `for` target (absent at grading),
+# and a correct answer whose loss is then rebound to torch's cross-entropy
+_EDIT_DISTANCE_IN_A_FOR_TARGET = """
+from rapidfuzz.distance import Levenshtein
+
+for edit_distance in [Levenshtein.distance]:
+    pass
+
+
+def phoneme_error_rate(hyps, refs):
+    errors = sum(map(edit_distance, hyps, refs))
+    return errors / sum(len(ref) for ref in refs)
+"""
+_LOSS_REBOUND_TO_CROSS_ENTROPY = (
+    _ANSWERS["teacher_forcing"]
+    + """
+
+
+def _torch_loss(logits, targets, mask):
+    return torch.nn.functional.cross_entropy(logits[mask], targets[mask])
+
+
+masked_token_nll = _torch_loss
+"""
+)
+
+#: name → (answer cell, code, test cell that loses its points, what the evidence shows: a traced
+#: op or call, or, where the tool is absent from the sandbox, "this cell raised ...")
 RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
     "calls-scaled-dot-product-attention": (
         "scaled_dot_attention",
         _FUSED_ATTENTION,
         "test_scaled_dot_attention",
-        "which this task forbids",
+        "aten::scaled_dot_product_attention",
     ),
     "calls-rapidfuzz": (
         "phoneme_error_rate",
         _RAPIDFUZZ,
         "test_phoneme_error_rate",
-        "which this task forbids",
+        "this cell raised ModuleNotFoundError",
     ),
     "imports-rapidfuzz-by-a-computed-name": (
         "phoneme_error_rate",
         _RAPIDFUZZ_BY_IMPORTLIB,
         "test_phoneme_error_rate",
-        "uses importlib, which this task forbids",
+        "this cell raised ModuleNotFoundError",
     ),
     "finds-fused-attention-in-a-module-dict": (
         "scaled_dot_attention",
         _FUSED_ATTENTION_BY_DICT,
         "test_scaled_dot_attention",
-        "uses __dict__, which this task forbids",
+        "aten::scaled_dot_product_attention",
     ),
     "imports-seqmodels-attention": (
         "scaled_dot_attention",
         _IMPORTS_LIBRARY_ATTENTION,
         "test_scaled_dot_attention",
-        "uses seqmodels.attention from the course library",
+        "this cell raised ImportError",
     ),
     "imports-seqmodels-seq2seq": (
         "greedy_decode",
         _IMPORTS_LIBRARY_SEQ2SEQ,
         "test_greedy_decode",
-        "uses seqmodels.seq2seq from the course library",
+        "this cell raised ImportError",
+    ),
+    "binds-rapidfuzz-in-a-for-target": (
+        "phoneme_error_rate",
+        _EDIT_DISTANCE_IN_A_FOR_TARGET,
+        "test_phoneme_error_rate",
+        "this cell raised ModuleNotFoundError",
+    ),
+    "rebinds-its-loss-to-cross-entropy": (
+        "teacher_forcing",
+        _LOSS_REBOUND_TO_CROSS_ENTROPY,
+        "test_teacher_forcing",
+        "aten::cross_entropy_loss",
     ),
 }
 
 
 WRONG = wrong_answers(nbformat.read(SOURCE, as_version=4), _BUGS, TESTS)
+
+#: name → (answer cell, code, a cell of the student's own after it or None): honest answers that
+#: name a forbidden tool or use it outside the graded call; full marks, never held for review
+HONEST: dict[str, tuple[str, str, str | None]] = {
+    "a-local-variable-named-cross-entropy": (
+        "teacher_forcing",
+        _ANSWERS["teacher_forcing"]
+        .replace("nll = -log_probs", "cross_entropy = -log_probs")
+        .replace("torch.where(mask, nll,", "torch.where(mask, cross_entropy,")
+        .replace("torch.zeros_like(nll)", "torch.zeros_like(cross_entropy)"),
+        None,
+    ),
+    "checks-its-attention-against-sdpa-in-a-cell-of-its-own": (
+        "scaled_dot_attention",
+        _ANSWERS["scaled_dot_attention"],
+        "import torch.nn.functional as F\n"
+        "_q = torch.randn(2, 3, 4, dtype=torch.float64)\n"
+        "_m = torch.tensor([[True, True, False], [True, False, True]])\n"
+        "torch.testing.assert_close(\n"
+        "    scaled_dot_attention(_q, _q, _q, _m)[0],\n"
+        "    F.scaled_dot_product_attention(_q, _q, _q, attn_mask=_m[:, None, :]),\n"
+        ")\n",
+    ),
+}

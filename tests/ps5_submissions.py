@@ -15,9 +15,11 @@ from pathlib import Path
 import nbformat
 
 from grading_helpers import wrong_answers
+from ps1_submissions import solution_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "solutions" / "ps5" / "ps5.ipynb"
+_ANSWERS = solution_answers(nbformat.read(SOURCE, as_version=4))
 
 # grade_id of each answer cell → grade_id of its test cell
 TESTS = {
@@ -214,7 +216,35 @@ def beam_search(next_log_probs, beam_size, max_len, bos=0, eos=1, alpha=0.0):
     return _library(next_log_probs, beam_size, max_len, bos, eos, alpha)
 '''
 
-#: name → (answer cell, code, test cell that loses its points, text the feedback must show)
+
+# issue 19's route around name matching: the forbidden call written to a module file and imported
+_ATTENTION_FROM_A_WRITTEN_MODULE = """
+import importlib
+import os
+import sys
+
+with open("my_attention.py", "w") as f:
+    f.write(
+        "import torch\\nimport torch.nn.functional as F\\n\\n"
+        "def attend(q, k, v, mask):\\n"
+        "    eye = torch.eye(k.shape[1], dtype=q.dtype, device=q.device).expand(q.shape[0], -1, -1)\\n"
+        "    return (F.scaled_dot_product_attention(q, k, v, attn_mask=mask),\\n"
+        "            F.scaled_dot_product_attention(q, k, eye, attn_mask=mask))\\n"
+    )
+sys.path.insert(0, os.getcwd())
+_attend = importlib.import_module("my_attention").attend
+
+
+def causal_attention(q, k, v, key_mask=None):
+    T = q.shape[1]
+    mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()[None]
+    if key_mask is not None:
+        mask = mask & key_mask[:, None, :]
+    return _attend(q, k, v, mask)
+"""
+
+#: name → (answer cell, code, test cell that loses its points, what the evidence shows: a traced
+#: op or call, or, where the tool is absent from the sandbox, "this cell raised ...")
 _PRIVATE_ATTENTION = _FUSED_ATTENTION.replace(
     "    eye = torch.eye(T, dtype=q.dtype, device=q.device).expand(q.shape[0], -1, -1)\n"
     "    context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n"
@@ -253,51 +283,67 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
         "causal_attention",
         _FUSED_ATTENTION,
         "test_causal_attention",
-        "which this task forbids",
+        "aten::scaled_dot_product_attention",
     ),
     "finds-fused-attention-in-a-module-dict": (
         "causal_attention",
         _FUSED_ATTENTION_BY_DICT,
         "test_causal_attention",
-        "uses __dict__, which this task forbids",
+        "aten::scaled_dot_product_attention",
     ),
     "calls-torchs-private-attention-kernel": (
         "causal_attention",
         _PRIVATE_ATTENTION,
         "test_causal_attention",
-        "uses torch._scaled_dot_product_attention_math, which this task forbids",
+        "aten::_scaled_dot_product_attention_math",
     ),
     "takes-multiheadattention-from-a-transformer-layer": (
         "multi_head_attention",
         _MHA_INSIDE_A_LAYER,
         "test_multi_head_attention",
-        "uses TransformerEncoderLayer, which this task forbids",
+        "torch.nn.functional.multi_head_attention_forward",
     ),
     "finds-multiheadattention-among-subclasses": (
         "multi_head_attention",
         _MHA_FOUND_BY_CLASS_WALK,
         "test_multi_head_attention",
-        "uses __subclasses__, which this task forbids",
+        "torch.nn.functional.multi_head_attention_forward",
     ),
     "calls-nn-multiheadattention": (
         "multi_head_attention",
         _TORCH_MHA,
         "test_multi_head_attention",
-        "uses MultiheadAttention, which this task forbids",
+        "torch.nn.functional.multi_head_attention_forward",
     ),
     "imports-seqmodels-transformer": (
         "multi_head_attention",
         _IMPORTS_LIBRARY_TRANSFORMER,
         "test_multi_head_attention",
-        "uses seqmodels.transformer from the course library",
+        "this cell raised ImportError",
     ),
     "imports-seqmodels-decoding": (
         "beam_search",
         _IMPORTS_LIBRARY_DECODING,
         "test_beam_search",
-        "uses seqmodels.decoding from the course library",
+        "this cell raised ImportError",
+    ),
+    "imports-attention-from-a-module-file-it-wrote": (
+        "causal_attention",
+        _ATTENTION_FROM_A_WRITTEN_MODULE,
+        "test_causal_attention",
+        "aten::scaled_dot_product_attention",
     ),
 }
 
 
 WRONG = wrong_answers(nbformat.read(SOURCE, as_version=4), _BUGS, TESTS)
+
+#: name → (answer cell, code, a cell of the student's own after it or None): honest answers that
+#: name a forbidden tool or use it outside the graded call; full marks, never held for review
+HONEST: dict[str, tuple[str, str, str | None]] = {
+    "a-variable-named-gc": (
+        "causal_attention",
+        _ANSWERS["causal_attention"] + "\n\ngc = 0  # a counter of its own, not the module\n",
+        None,
+    ),
+}

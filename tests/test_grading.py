@@ -78,6 +78,7 @@ def graded(course: Path, tmp_path_factory):
     protected = [course / "solutions", course / "nbgrader_config.py", course / "grading/submitted"]
     before = fingerprint(*protected, LIBRARY)
     before.pop(str(course / "grading/submitted/hostile-not-json/ps1/ps1.ipynb"))  # repaired
+    before.pop(str(course / "grading/submitted/hostile-oversize/ps1/ps1.ipynb"))  # set aside
     peak_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     result = run(
         course, str(BIN / "python"), "-m", "seqmodels.grading.run", PS, "--jobs", "2", env=LIMITS
@@ -127,6 +128,10 @@ def test_every_student_has_a_csv_row_and_feedback_and_the_sandbox_is_named(grade
     assert sorted(graded["rows"]) == graded["students"]
     for student, row in graded["rows"].items():
         assert row["sandbox"] == "bubblewrap", student
+        assert row["review"] == "", (student, row["review"])
+        if student == "hostile-oversize":
+            assert "over the 20 MB limit" in row["note"]
+            continue
         assert row["note"] == "", (student, row["note"])
         folder = graded["course"] / "grading" / "feedback" / student / PS
         assert sorted(p.name for p in folder.iterdir()) == [f"{PS}.html"], student
@@ -169,6 +174,31 @@ def test_feedback_never_shows_hidden_tests_or_reference_values(graded):
         assert "BEGIN HIDDEN TESTS" not in html and "BEGIN SOLUTION" not in html
         leaked = [line for line in hidden if line in html]
         assert leaked == [], (html_file, leaked)
+
+
+def test_a_kernel_posing_as_the_grader_earns_nothing_and_reaches_no_page(graded):
+    helpers.assert_forged_output_earns_nothing(graded, PS)
+
+
+def test_no_markup_a_student_wrote_is_rendered_in_the_pages_others_open(graded):
+    """Markdown, raw-HTML and SVG attachments of the student's own cells, and markup in cell
+    metadata, reach the feedback and the graded notebook as text only."""
+    student = "hostile-markup-in-its-own-cells"
+    autograded = nbformat.read(
+        graded["course"] / "grading" / "autograded" / student / PS / f"{PS}.ipynb", as_version=4
+    )
+    assert all("attachments" not in cell for cell in autograded.cells)
+    assert all(set(cell.metadata) <= {"nbgrader"} for cell in autograded.cells)
+    html = feedback(graded["course"], student)
+    for markup in ("<script>alert(3)", "<img src=x onerror", "<script>alert(5)", "<svg"):
+        assert markup not in html, markup
+    assert "&lt;script&gt;alert(3)" in html  # shown as text
+
+
+def test_an_oversize_submission_is_set_aside_whole_and_graded_as_blank(graded):
+    kept = graded["course"] / "grading" / "oversize" / PS / "hostile-oversize" / f"{PS}.ipynb"
+    assert kept.stat().st_size > 20 * 2**20  # nothing is lost
+    assert "over the 20 MB limit" in feedback(graded["course"], "hostile-oversize")
 
 
 def test_a_second_run_resumes_without_regrading(graded):

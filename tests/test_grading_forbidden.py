@@ -1,19 +1,266 @@
-"""What a task may forbid its graded functions to use (``Checker(..., forbidden=[...])``).
+"""What a task may forbid (``Checker(..., forbidden=[rule names])``), and how the grader tells.
 
-A by-hand gradient task forbids autograd; the solution's run stores the list in the references'
-manifest, and the grader flags a graded function whose defining code names a forbidden module,
-attribute path or identifier (words in strings and comments do not count). Detection only: code
-that builds the name at run time (``getattr(torch, "auto" + "grad")``) cannot be followed, so every
-task that forbids anything also forbids the ways of building one (``DYNAMIC_LOOKUPS``: getattr,
-importlib, ``__dict__``, ``sys.modules``, ...), and by-hand gradient tasks also run their cases
-under ``torch.inference_mode()``.
+The verdict on a rule comes from what ran: each case of a task with rules runs under
+`seqmodels.grading.capture.Trace` (torch's profiler for operators, ``sys.setprofile`` for the
+Python and C functions called, in every thread), and the grader matches the trace against the rules
+of `seqmodels.grading.rules` in its own process. A match — or a case without a trace, or a trace
+disturbed while it ran — holds the task for the instructor's review. The static reading of names
+(`seqmodels.grading.static_reading`) is only supporting evidence: it never flags by itself.
 """
 
+import textwrap
+
 import pytest
+import torch
 from IPython.core.interactiveshell import InteractiveShell
 
-from seqmodels.grading.capture import MIME, Checker
-from seqmodels.grading.preprocessors import JudgeCaptures, _forbidden_names
+from seqmodels.grading.capture import MIME, Checker, Trace
+from seqmodels.grading.preprocessors import JudgeCaptures
+from seqmodels.grading.rules import RULES
+from seqmodels.grading.static_reading import _forbidden_names, evidence
+
+Q = torch.randn(2, 3, 4, dtype=torch.float64)
+
+
+def _run(source: str, call: str) -> list[str]:
+    """Define the student's code in a fresh namespace, run `call` under a Trace, and return which
+    rules the trace matches (name: first match)."""
+    namespace = {"torch": torch, "Q": Q}
+    exec(textwrap.dedent(source), namespace)  # noqa: S102 - test submissions of our own
+    with Trace() as trace:
+        exec(call, namespace)  # noqa: S102
+    assert trace.intact
+    return sorted(
+        name for name, rule in RULES.items() if rule.matches(sorted(trace.ops), sorted(trace.calls))
+    )
+
+
+SDPA_FILE = r"""
+import importlib, pathlib, sys
+pathlib.Path(TMP, "helper_attention.py").write_text(
+    "import torch.nn.functional as F\n"
+    "def attend(q, k, v):\n"
+    "    return F.scaled_dot_product_attention(q, k, v)\n"
+)
+sys.path.insert(0, TMP)
+attend = importlib.import_module("helper_attention").attend
+"""
+
+# each route around a name-matching rule that earned a forbidden task in full before (issue 19)
+BYPASSES = {
+    "a later cell rebinds masked_token_nll to F.cross_entropy": (
+        "import torch.nn.functional as F\nmasked_token_nll = F.cross_entropy\n",
+        "masked_token_nll(Q[0], torch.tensor([0, 1, 2]))",
+        "torch_losses",
+    ),
+    "lstm_forward is an object whose __call__ runs nn.LSTM": (
+        """
+        class _L:
+            def __call__(self, x):
+                return torch.nn.LSTM(4, 5, batch_first=True).double()(x)
+        lstm_forward = _L()
+        """,
+        "lstm_forward(Q)",
+        "torch_lstm",
+    ),
+    "a written .py file calls scaled_dot_product_attention": (
+        SDPA_FILE,
+        "attend(Q, Q, Q)",
+        "torch_attention",
+    ),
+    "softmax_cross_entropy rebound to autograd under inference_mode(False)": (
+        """
+        def softmax_cross_entropy(z, y):
+            with torch.inference_mode(False), torch.enable_grad():
+                z = z.clone().requires_grad_()
+                loss = torch.nn.functional.log_softmax(z, -1)[0, y[0]].neg()
+                loss.backward()
+                return loss.detach(), z.grad
+        """,
+        "with torch.inference_mode():\n    softmax_cross_entropy(Q[0], torch.tensor([1]))",
+        "autograd",
+    ),
+    "torch.func.grad": (
+        "import torch.func\ng = torch.func.grad(lambda x: (x**2).sum())\n",
+        "g(Q)",
+        "autograd",
+    ),
+    "forward-mode autograd (jvp)": (
+        "import torch.func\n",
+        "torch.func.jvp(torch.sin, (Q,), (torch.ones_like(Q),))",
+        "autograd",
+    ),
+    "attention found among nn.Module's subclasses": (
+        """
+        def find(base, name):
+            for c in base.__subclasses__():
+                if c.__name__ == name:
+                    return c
+                if (found := find(c, name)) is not None:
+                    return found
+        mha = find(torch.nn.Module, "Multihead" + "Attention")(4, 2, batch_first=True).double()
+        """,
+        "mha(Q, Q, Q)",
+        "torch_attention",
+    ),
+    "torch's private attention kernel": (
+        "",
+        "torch._scaled_dot_product_attention_math(Q, Q, Q)",
+        "torch_attention",
+    ),
+    "attention run in a thread of its own": (
+        "import threading, torch.nn.functional as F\n",
+        "t = threading.Thread(target=F.scaled_dot_product_attention, args=(Q, Q, Q))\n"
+        "t.start(); t.join()",
+        "torch_attention",
+    ),
+    "torch's clipping": (
+        "",
+        "torch.nn.utils.clip_grad_norm_([torch.nn.Parameter(Q.clone())], 1.0)",
+        "gradient_clipping",
+    ),
+    "difflib's matcher": (
+        "import difflib\n",
+        "difflib.SequenceMatcher(None, 'kat', 'cat').ratio()",
+        "edit_distance_libraries",
+    ),
+}
+
+
+@pytest.mark.parametrize("route", sorted(BYPASSES))
+def test_every_route_to_a_forbidden_tool_shows_in_the_trace(route, tmp_path):
+    source, call, rule = BYPASSES[route]
+    assert rule in _run(source.replace("TMP", repr(str(tmp_path))), call)
+
+
+# what honest students wrote that the name matching flagged (issue 19): nothing of it runs a rule
+HONEST = {
+    "a local variable named cross_entropy": (
+        """
+        def masked_token_nll(logits, targets):
+            cross_entropy = -torch.log_softmax(logits, -1).gather(-1, targets[:, None])
+            return cross_entropy.mean()
+        """,
+        "masked_token_nll(Q[0], torch.tensor([0, 1, 2]))",
+    ),
+    "a variable named gc": (
+        "def f(x):\n    gc = x.sum()\n    return gc\n",
+        "f(Q)",
+    ),
+    "torch.no_grad and inference_mode inside the function": (
+        "def f(x):\n    with torch.no_grad(), torch.inference_mode():\n        return x * 2\n",
+        "f(Q)",
+    ),
+    "hand-written attention, a check against SDPA run outside the graded call": (
+        """
+        import math
+        def attend(q, k, v):
+            return torch.softmax(q @ k.transpose(1, 2) / math.sqrt(q.shape[-1]), -1) @ v
+        torch.testing.assert_close(
+            attend(Q, Q, Q), torch.nn.functional.scaled_dot_product_attention(Q, Q, Q)
+        )
+        x = torch.ones(2, requires_grad=True)
+        (x * x).sum().backward()  # a side check of its own, outside the graded call
+        """,
+        "attend(Q, Q, Q)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HONEST))
+def test_honest_code_matches_no_rule(case):
+    assert _run(*HONEST[case]) == []
+
+
+def test_a_disturbed_trace_is_reported():
+    import sys
+
+    with Trace() as trace:
+        sys.setprofile(None)  # what code that hides its calls would do
+    assert not trace.intact
+
+
+def _records(trace: dict | None, case: str = "c1", origins: dict | None = None) -> list[dict]:
+    start = {"task": "t", "kind": "start", "origins": origins or {"f": "__main__:<cell>"}}
+    record = {"task": "t", "kind": "case", "case": case, "data": ""}
+    if trace is not None:
+        record["trace"] = trace
+    return [start, record]
+
+
+TASK = {"functions": ["f"], "forbidden": ["torch_attention"], "cases": ["c1"], "points": 2}
+
+
+@pytest.mark.parametrize(
+    "trace, reason",
+    [
+        (
+            {"ops": ["aten::_scaled_dot_product_attention_math"], "calls": [], "intact": True},
+            "ran `aten::_scaled_dot_product_attention_math`: torch's attention",
+        ),
+        (
+            {
+                "ops": [],
+                "calls": ["torch.nn.functional.multi_head_attention_forward"],
+                "intact": True,
+            },
+            "torch.nn.functional.multi_head_attention_forward",
+        ),
+        (None, "came without a trace"),
+        ({"ops": [], "calls": [], "intact": False}, "the trace was disturbed"),
+    ],
+)
+def test_the_grader_holds_a_task_for_review_on_what_ran(trace, reason):
+    records = _records(trace)
+    reasons = JudgeCaptures()._reasons(TASK, records, records[1:])
+    assert len(reasons) == 1 and reason in reasons[0], reasons
+
+
+def test_a_graded_call_that_starts_a_process_is_held():
+    """What a child process runs is not traced: starting one in a graded call is a reason."""
+    calls = ["__main__.f", "_posixsubprocess.fork_exec"]
+    records = _records({"ops": [], "calls": calls, "intact": True})
+    reasons = JudgeCaptures()._reasons(TASK, records, records[1:])
+    assert len(reasons) == 1 and "`_posixsubprocess.fork_exec`: another process" in reasons[0]
+
+
+def test_a_clean_trace_or_a_task_without_rules_is_not_held():
+    clean = _records(
+        {"ops": ["aten::bmm", "aten::softmax"], "calls": ["__main__.f"], "intact": True}
+    )
+    assert JudgeCaptures()._reasons(TASK, clean, clean[1:]) == []
+    bare = _records(None)
+    assert JudgeCaptures()._reasons({**TASK, "forbidden": []}, bare, bare[1:]) == []
+
+
+def test_the_course_librarys_implementation_is_held_too():
+    records = _records({"ops": [], "calls": [], "intact": True}, origins={"f": "seqmodels.x:/x.py"})
+    reasons = JudgeCaptures()._reasons(TASK, records, records[1:])
+    assert reasons == ["`f` is the course library's `seqmodels.x`, not the student's own"]
+
+
+def test_the_checker_records_rule_names_and_refuses_unknown_ones(monkeypatch):
+    shown = []
+    monkeypatch.setattr("seqmodels.grading.capture.display", lambda data, raw: shown.append(data))
+    InteractiveShell.instance()
+    Checker("plain", functions=["f"])
+    check = Checker("by_hand", functions=["f"], forbidden=["autograd"])
+    assert "forbidden" not in shown[0][MIME]  # PS1's manifests stay as they were
+    assert shown[1][MIME]["forbidden"] == ["autograd"]
+    check.case("one", lambda: torch.ones(2) * 2)
+    trace = shown[2][MIME]["trace"]
+    assert trace["intact"] and "aten::mul" in trace["ops"]
+    with pytest.raises(ValueError, match="unknown rule"):
+        Checker("typo", forbidden=["autograd", "torch.autograd"])
+
+
+def test_static_evidence_reads_the_helpers_of_a_graded_function():
+    graded = "def grad_of(x):\n    return helper(x)\n"
+    helper = "import torch\nhelper = torch.func.grad(lambda v: (v**2).sum())\n"
+    scratch = "x = torch.ones(2, requires_grad=True)\n(x**2).sum().backward()\n"
+    found = evidence(["grad_of"], [graded, helper, scratch], list(RULES["autograd"].names))
+    assert found == ["the code of `grad_of` (or a helper it uses) names `torch.func`"]
+
 
 NO_AUTOGRAD = [
     "torch.autograd",
@@ -60,79 +307,6 @@ def test_words_in_strings_comments_or_unrelated_names_are_not_flagged(source):
     assert _forbidden_names(source, NO_AUTOGRAD) == []
 
 
-def test_a_forbidden_use_costs_the_task_and_is_named_in_the_flag():
-    judge = JudgeCaptures()
-    cheat = (
-        "def grad_of(x):\n    x.requires_grad_()\n    (x**2).sum().backward()\n    return x.grad\n"
-    )
-    honest = "def grad_of(x):\n    return 2 * x\n"
-    origins = {"grad_of": "__main__:<cell>"}
-    flags = judge._flags(["grad_of"], origins, [cheat], NO_AUTOGRAD)
-    assert flags == [
-        "`grad_of` uses `backward`, which this task forbids",
-        "`grad_of` uses `requires_grad_`, which this task forbids",
-    ]
-    assert judge._flags(["grad_of"], origins, [honest], NO_AUTOGRAD) == []
-    assert judge._flags(["grad_of"], origins, [cheat]) == []  # a task that forbids nothing
-
-
-@pytest.mark.parametrize(
-    "cheat, flagged",
-    [
-        ('import importlib\ng = importlib.import_module("torch." + "func").grad\n', "importlib"),
-        ('import torch\ng = torch.__dict__["fu" + "nc"].grad\n', "__dict__"),
-        ('import sys\ng = sys.modules["torch.f" + "unc"].grad\n', "sys.modules"),
-        ('from operator import attrgetter\ng = attrgetter("func.grad")(torch)\n', "attrgetter"),
-        ('g = __builtins__["get" + "attr"](torch, "func").grad\n', "__builtins__"),
-        ('import inspect\ng = dict(inspect.getmembers(torch))["fu" + "nc"].grad\n', "inspect"),
-    ],
-)
-def test_a_task_that_forbids_anything_forbids_run_time_look_ups_too(cheat, flagged):
-    """A name built at run time hides what it reaches from a static reading, so every task with a
-    list also forbids the ways of building one; a task that forbids nothing does not."""
-    graded = cheat + "def grad_of(x):\n    return g(lambda v: (v**2).sum())(x)\n"
-    judge = JudgeCaptures()
-    flags = judge._flags(["grad_of"], {}, [graded], ["torch.func"])
-    assert f"`grad_of` uses `{flagged}`, which this task forbids" in flags
-    assert judge._flags(["grad_of"], {}, [graded]) == []
-
-
-def test_the_checker_records_the_list_only_when_there_is_one(monkeypatch):
-    shown = []
-    monkeypatch.setattr("seqmodels.grading.capture.display", lambda data, raw: shown.append(data))
-    InteractiveShell.instance()
-    Checker("plain", functions=["f"])
-    Checker("by_hand", functions=["f"], forbidden=["torch.func", "backward"])
-    assert "forbidden" not in shown[0][MIME]  # PS1's manifests stay as they were
-    assert shown[1][MIME]["forbidden"] == ["backward", "torch.func"]
-
-
-GRADED = "def grad_of(x):\n    return helper(x)\n"
-
-
-@pytest.mark.parametrize(
-    "helper_cell",
-    [
-        "import torch\n\ndef helper(x):\n    return torch.func.grad(lambda v: (v**2).sum())(x)\n",
-        "import torch\nhelper = torch.func.grad(lambda v: (v**2).sum())\n",
-        "def helper(x):\n    return deeper(x)\n",  # and deeper, in a third cell, uses autograd
-    ],
-)
-def test_a_helper_in_another_cell_is_read_too(helper_cell):
-    deeper = "def deeper(x):\n    x.requires_grad_()\n    return x\n"
-    flags = JudgeCaptures()._flags(["grad_of"], {}, [GRADED, helper_cell, deeper], NO_AUTOGRAD)
-    assert flags and all("which this task forbids" in f for f in flags)
-
-
-def test_a_scratch_cell_that_only_shares_imports_or_local_names_is_not_read():
-    scratch = (
-        "import torch\nx = torch.randn(3, requires_grad=True)\n(x**2).sum().backward()\n"
-        "def helper(v):\n    return v\n"
-    )
-    graded = "import torch\n\ndef grad_of(x):\n    helper = 2\n    return helper * x\n"
-    assert JudgeCaptures()._flags(["grad_of"], {}, [graded, scratch], NO_AUTOGRAD) == []
-
-
 @pytest.mark.parametrize(
     "source",
     [
@@ -144,12 +318,6 @@ def test_a_scratch_cell_that_only_shares_imports_or_local_names_is_not_read():
 )
 def test_aliases_of_a_forbidden_module_are_seen_through(source):
     assert "torch.func" in _forbidden_names(source, NO_AUTOGRAD)
-
-
-def test_an_alias_made_in_another_cell_is_seen_through():
-    graded = "def grad_of(x):\n    return T.func.grad(g)(x)\n"
-    flags = JudgeCaptures()._flags(["grad_of"], {}, [graded, "import torch as T\n"], NO_AUTOGRAD)
-    assert flags == ["`grad_of` uses `torch.func`, which this task forbids"]
 
 
 @pytest.mark.parametrize(
@@ -176,7 +344,7 @@ def test_an_alias_made_in_another_cell_is_seen_through():
     ],
 )
 def test_torchs_private_api_is_forbidden_with_anything(source, found):
-    from seqmodels.grading.preprocessors import DYNAMIC_LOOKUPS
+    from seqmodels.grading.static_reading import DYNAMIC_LOOKUPS
 
     assert "torch._*" in DYNAMIC_LOOKUPS
     assert _forbidden_names(source, ["torch._*"]) == found
@@ -185,7 +353,7 @@ def test_torchs_private_api_is_forbidden_with_anything(source, found):
 def test_walking_the_class_tree_to_a_forbidden_class_is_flagged():
     """``nn.Module.__subclasses__()`` searched for ``"Multihead" + "Attention"`` reaches
     ``nn.MultiheadAttention`` without naming it (it earned full marks in PS5's Task 2 before)."""
-    from seqmodels.grading.preprocessors import DYNAMIC_LOOKUPS
+    from seqmodels.grading.static_reading import DYNAMIC_LOOKUPS
 
     source = (
         "import torch\n"

@@ -21,7 +21,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import grading_helpers as helpers
 from grading_helpers import current_manifest
-from ps3_submissions import RULE_BREAKERS, SOURCE, TESTS, WRONG
+from ps3_submissions import HONEST, RULE_BREAKERS, SOURCE, TESTS, WRONG
 
 PS = "ps3"
 pytestmark = pytest.mark.grading
@@ -196,15 +196,14 @@ class TestRoundTrip(helpers.RoundTrip):
 
     PS = PS
     TASK_OF = TASK_OF
-    TESTS, WRONG, RULE_BREAKERS = TESTS, WRONG, RULE_BREAKERS
+    TESTS, WRONG, RULE_BREAKERS, HONEST = TESTS, WRONG, RULE_BREAKERS, HONEST
     HIDDEN = ("seqmodels.gradients", "seqmodels.gated", "seqmodels.rnn")
 
 
 def test_stored_references_belong_to_the_current_solution():
     manifest = current_manifest(PS)
-    forbidden = set(manifest["tasks"]["state_jacobians"]["forbidden"])
-    assert {"torch.autograd", "backward", "torch.func", "inference_mode"} <= forbidden
-    assert "torch.nn.utils" in manifest["tasks"]["clip_by_global_norm"]["forbidden"]
-    assert {"LSTM", "LSTMCell"} <= set(manifest["tasks"]["lstm_forward"]["forbidden"])
-    assert {"GRU", "GRUCell"} <= set(manifest["tasks"]["gru_step"]["forbidden"])
+    assert manifest["tasks"]["state_jacobians"]["forbidden"] == ["autograd"]
+    assert manifest["tasks"]["clip_by_global_norm"]["forbidden"] == ["gradient_clipping"]
+    assert manifest["tasks"]["lstm_forward"]["forbidden"] == ["torch_lstm"]
+    assert manifest["tasks"]["gru_step"]["forbidden"] == ["torch_gru"]
     assert "forbidden" not in manifest["tasks"]["input_gradient_norms"]  # autograd is the point

@@ -24,7 +24,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 import grading_helpers as helpers
 from grading_helpers import current_manifest
-from ps4_submissions import RULE_BREAKERS, SOURCE, TESTS, WRONG
+from ps4_submissions import HONEST, RULE_BREAKERS, SOURCE, TESTS, WRONG
 
 PS = "ps4"
 pytestmark = pytest.mark.grading
@@ -186,17 +186,15 @@ class TestRoundTrip(helpers.RoundTrip):
 
     PS = PS
     TASK_OF = TASK_OF
-    TESTS, WRONG, RULE_BREAKERS = TESTS, WRONG, RULE_BREAKERS
+    TESTS, WRONG, RULE_BREAKERS, HONEST = TESTS, WRONG, RULE_BREAKERS, HONEST
     HIDDEN = ("seqmodels.attention", "seqmodels.seq2seq", "seqmodels.metrics")
 
 
 def test_stored_references_belong_to_the_current_solution():
     manifest = current_manifest(PS)
     tasks = manifest["tasks"]
-    assert {"scaled_dot_product_attention", "MultiheadAttention", "torch._C"} <= set(
-        tasks["scaled_dot_attention"]["forbidden"]
-    )
-    assert {"cross_entropy", "nll_loss"} <= set(tasks["teacher_forcing"]["forbidden"])
-    assert {"rapidfuzz", "Levenshtein", "difflib"} <= set(tasks["phoneme_error_rate"]["forbidden"])
+    assert tasks["scaled_dot_attention"]["forbidden"] == ["torch_attention"]
+    assert tasks["teacher_forcing"]["forbidden"] == ["torch_losses"]
+    assert tasks["phoneme_error_rate"]["forbidden"] == ["edit_distance_libraries"]
     assert tasks["teacher_forcing"]["functions"] == ["masked_token_nll", "teacher_forcing_batch"]
     assert tasks["phoneme_error_rate"]["functions"] == ["edit_distance", "phoneme_error_rate"]

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 import grading_helpers as helpers
 from grading_helpers import current_manifest
-from ps5_submissions import RULE_BREAKERS, SOURCE, TESTS, WRONG
+from ps5_submissions import HONEST, RULE_BREAKERS, SOURCE, TESTS, WRONG
 
 PS = "ps5"
 pytestmark = pytest.mark.grading
@@ -301,7 +301,7 @@ class TestRoundTrip(helpers.RoundTrip):
 
     PS = PS
     TASK_OF = TASK_OF
-    TESTS, WRONG, RULE_BREAKERS = TESTS, WRONG, RULE_BREAKERS
+    TESTS, WRONG, RULE_BREAKERS, HONEST = TESTS, WRONG, RULE_BREAKERS, HONEST
     HIDDEN = ("seqmodels.transformer", "seqmodels.decoding", "seqmodels.pretraining")
 
 
@@ -309,9 +309,7 @@ def test_stored_references_belong_to_the_current_solution():
     manifest = current_manifest(PS)
     tasks = manifest["tasks"]
     for task in ("causal_attention", "multi_head_attention"):
-        assert {"scaled_dot_product_attention", "MultiheadAttention", "torch._C"} <= set(
-            tasks[task]["forbidden"]
-        )
+        assert tasks[task]["forbidden"] == ["torch_attention"]
     for task in ("sinusoidal_positions", "sampling", "beam_search"):
         assert "forbidden" not in tasks[task]  # nothing beyond the course library
     assert tasks["sampling"]["functions"] == ["sample_token", "top_k_filter", "top_p_filter"]

@@ -7,7 +7,8 @@ import torch
 
 from seqmodels.grading.capture import _encode, flatten
 from seqmodels.grading.compare import compare_tensor, decode, judge
-from seqmodels.grading.preprocessors import _forbidden_names, strip_hidden_tests
+from seqmodels.grading.preprocessors import strip_hidden_tests
+from seqmodels.grading.static_reading import _forbidden_names
 
 FORBIDDEN = ["seqmodels.ngram", "seqmodels.metrics"]
 

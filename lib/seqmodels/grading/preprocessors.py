@@ -1,5 +1,10 @@
 """nbgrader preprocessors that make ``nbgrader autograde`` judge outside the student's kernel.
 
+The design: **the kernel's output is data, never control.** Everything the kernel emits is read as
+untrusted data (`seqmodels.grading.records`); the grader keeps its own notes, verdicts and scores in
+its own memory (nbconvert's ``resources``, under `STATE`), never in the notebook where a kernel
+could forge them, and it alone writes the graded notebook's outputs and the gradebook's scores.
+
 Configured in the course's ``nbgrader_config.py``:
 
 - `SanitizeSubmission` (before nbgrader's `OverwriteCells`, which restores test cells from the
@@ -10,19 +15,27 @@ Configured in the course's ``nbgrader_config.py``:
 - `GuardedExecute` (in place of nbgrader's `Execute`): each kernel in a bubblewrap sandbox
   (`seqmodels.grading.sandbox`), a per-cell timeout, a whole-notebook budget, caps on every kind
   of output per cell and per notebook, and a kernel that dies ends the run cleanly: the cells
-  before keep their results, the rest are marked "not run".
-- `JudgeCaptures` (right after execution): compares every captured case with the stored (and
-  hash-checked) references in this process, flags graded functions taken from the course library
-  (or using what their task forbids, e.g. autograd where a gradient is to be derived by hand),
-  writes the verdicts into the test cell's output (with the points as nbgrader's partial credit),
-  removes the hidden tests' source, and leaves in the notebook no output the student's code
-  produced: feedback shows the grader's words only.
+  before keep their results, the rest are marked "not run" (notes kept by the grader, per cell).
+- `JudgeCaptures` (right after execution): reads each test cell's valid capture records, compares
+  them with the stored (hash-checked) references in this process, checks each traced graded call
+  against the task's rules (`seqmodels.grading.rules`), then replaces **every** code cell's outputs
+  by the grader's own: its notes, the names of built-in exceptions raised, and for test cells the
+  verdicts. A task whose rule may be broken is held for the instructor's review, with the evidence
+  in an output only instructors see (`FeedbackForStudents` removes it).
+- `SaveVerdicts` (in place of nbgrader's `SaveAutoGrades`): writes each test cell's score into the
+  gradebook from the grader's verdicts (``Grade.auto_score``), never from the notebook's outputs;
+  a task held for review gets 0 and nbgrader's ``needs_manual_grade``, so formgrader lists it.
+- `StudentTextAsText` (last): markdown and raw cells the student wrote are shown as plain text, and
+  attachments dropped, so no student HTML, script, SVG or LaTeX is rendered for whoever opens the
+  graded notebook or the feedback.
+- `FeedbackForStudents` (in ``generate_feedback``): drops the instructors' evidence.
 """
 
 from __future__ import annotations
 
-import ast
+import html
 import json
+import re
 import time
 from pathlib import Path
 
@@ -30,62 +43,40 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
 from nbgrader.api import Gradebook
-from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from nbgrader.utils import is_grade, is_solution
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
+from nbgrader.utils import is_grade, is_locked, is_solution
 from traitlets import Bool, Enum, Float, Integer, List, Unicode
 
 from . import references
 from .compare import Verdict, exception_name, judge
+from .records import capture_records
+from .rules import RULES, Rule, untraced
 from .sandbox import CappedKernelClient, CappedKernelManager, Sandbox, SandboxedKernelManager
+from .static_reading import evidence
 
 EXECUTION_TAGS = {"skip-execution", "raises-exception", "skip", "remove-cell"}
 HIDDEN = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
-GRADER = "seqmodels_grader"  # output metadata key marking what the grader wrote
-#: Ways to reach a forbidden function by a name built at run time (``importlib.import_module("rapid"
-#: + "fuzz")``, ``F.__dict__["scaled_dot_" + ...]``): forbidden with it in every task that forbids
-#: anything, whatever its own list says, since no static reading of the code can follow them.
-DYNAMIC_LOOKUPS = (
-    "getattr",
-    "eval",
-    "exec",
-    "__import__",
-    "globals",
-    "vars",
-    "importlib",
-    "__dict__",
-    "__getattribute__",
-    "__builtins__",
-    "sys.modules",
-    "attrgetter",
-    "methodcaller",
-    "inspect",
-    "runpy",
-    "pkgutil",
-    "__spec__",
-    "__loader__",
-    "__subclasses__",
-    "__bases__",
-    "__mro__",
-    "gc",
-    "torch._*",
-)
-#: ``torch._*`` in a forbidden list stands for torch's private API: any name reached through torch
-#: with a part that starts with one underscore (``torch._C``, ``torch._VF``,
-#: ``torch._scaled_dot_product_attention_math``, which returns attention's context *and* weights,
-#: ``torch.nn.functional._canonical_mask``). No task needs it, and it holds the kernels behind
-#: every public function a task forbids.
-PRIVATE_SUFFIX = "._*"
+STATE = "seqmodels"  # the grader's own state in nbconvert's resources (never in the notebook)
+AUDIENCE = "seqmodels_audience"  # output metadata the grader sets: "instructor" = evidence
 
 
-def grader_note(text: str) -> NotebookNode:
-    """An output written by the grader (kept in feedback, unlike the student's outputs)."""
-    return new_output("display_data", data={"text/plain": text}, metadata={GRADER: True})
+def state(resources: dict) -> dict:
+    """The grader's notes, scores and reviews for the notebook being graded (in `resources`)."""
+    return resources.setdefault(STATE, {"notes": {}, "scores": {}})
 
 
-def _markdown_cell(text: str) -> str:
-    """`text` safe inside a Markdown table cell (no HTML, no column breaks)."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text.replace("|", "\\|").replace("\n", " ")
+def note(resources: dict, index: int, text: str) -> None:
+    """Remember a grader's note on code cell `index`; `JudgeCaptures` writes it into the cell."""
+    state(resources)["notes"].setdefault(index, []).append(text)
+
+
+def grader_output(text: str, audience: str = "everyone") -> NotebookNode:
+    """An output written by the grader: `text` escaped into HTML, and as plain text."""
+    return new_output(
+        "display_data",
+        data={"text/html": f"<pre>{html.escape(text)}</pre>", "text/plain": text},
+        metadata={AUDIENCE: audience},
+    )
 
 
 class SanitizeSubmission(NbGraderPreprocessor):
@@ -203,34 +194,45 @@ class GuardedExecute(Execute):
         if self._stopped is None and time.monotonic() >= self._deadline:
             self._stopped = f"the notebook's time budget ({self.notebook_budget} s) ran out"
         if self._stopped:
-            cell.outputs = [grader_note(f"[not run: {self._stopped}]\n")]
+            cell.outputs = []
+            note(resources, index, f"[not run: {self._stopped}]")
             return cell, resources
+        self._timed_out = False
         try:
-            result = super().preprocess_cell(cell, resources, index)
+            return super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             self._stopped = "the kernel died in an earlier cell"
-            cell.outputs.append(
-                grader_note(
-                    "[the kernel died while running this cell (os._exit, a crash, or running "
-                    "out of memory); later cells were not run]\n"
-                )
+            note(
+                resources,
+                index,
+                "[the kernel died while running this cell (os._exit, a crash, or running out of "
+                "memory); later cells were not run]",
             )
         except CellTimeoutError:
             self._stopped = "a cell ran past its time limit and the kernel did not recover"
-            cell.outputs.append(grader_note(f"[this cell ran longer than {self.timeout} s]\n"))
-        else:
-            if any(o.get("ename") == "CellTimeoutError" for o in cell.outputs):
-                cell.outputs.append(grader_note(f"[this cell ran longer than {self.timeout} s]\n"))
-            elif index not in self._idle:
-                cell.outputs.append(
-                    grader_note(
-                        "[output truncated: some of this cell's output never reached the grader "
-                        f"(a message over {CappedKernelClient.max_message_bytes // 2**20} MB is "
-                        "dropped)]\n"
-                    )
+            note(resources, index, f"[this cell ran longer than {self.timeout} s]")
+        finally:
+            if self._timed_out:
+                note(resources, index, f"[this cell ran longer than {self.timeout} s]")
+            elif index not in self._idle and not self._stopped:
+                note(
+                    resources,
+                    index,
+                    "[output truncated: some of this cell's output never reached the grader (a "
+                    f"message over {CappedKernelClient.max_message_bytes // 2**20} MB is dropped)]",
                 )
-            return result
+            if index in self._capped:
+                note(
+                    resources,
+                    index,
+                    f"[output truncated: a cell may keep {self.max_cell_output_bytes:,} bytes of "
+                    f"output, the notebook {self.max_notebook_output_bytes:,}]",
+                )
         return cell, resources
+
+    async def _async_handle_timeout(self, timeout: int, cell=None):
+        self._timed_out = True  # known here, not from an error name the kernel could send too
+        return await super()._async_handle_timeout(timeout, cell)
 
     def process_message(self, msg, cell, cell_index):
         content = msg.get("content", {})
@@ -252,163 +254,11 @@ class GuardedExecute(Execute):
             used + size > self.max_cell_output_bytes
             or self._total + size > self.max_notebook_output_bytes
         ):
-            if cell_index not in self._capped:
-                self._capped.add(cell_index)
-                outs.append(
-                    grader_note(
-                        f"[output truncated: a cell may keep {self.max_cell_output_bytes:,} "
-                        f"bytes of output, the notebook {self.max_notebook_output_bytes:,}]\n"
-                    )
-                )
+            self._capped.add(cell_index)
             return None
         self._bytes[cell_index] = used + size
         self._total += size
         return super().output(outs, msg, display_id, cell_index)
-
-
-def _dotted(node: ast.AST) -> str | None:
-    """``a.b.c`` for an attribute chain over a name, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        return ".".join([node.id, *reversed(parts)])
-    return None
-
-
-def _aliases(source: str) -> dict[str, str]:
-    """What the cell's import aliases and plain aliases stand for: ``import torch as T`` gives
-    ``{"T": "torch"}``, ``from torch import func`` ``{"func": "torch.func"}``, ``F = torch.func``
-    ``{"F": "torch.func"}``."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return {}
-    out: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.update({a.asname: a.name for a in node.names if a.asname})
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            out.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
-        elif isinstance(node, ast.Assign) and (name := _dotted(node.value)) is not None:
-            out.update({t.id: name for t in node.targets if isinstance(t, ast.Name)})
-    return out
-
-
-def _canonical(name: str, aliases: dict[str, str]) -> str:
-    """`name` with its first part replaced by what that alias stands for, repeatedly."""
-    for _ in range(8):
-        head, _, rest = name.partition(".")
-        if head not in aliases or aliases[head].split(".")[0] == head:
-            return aliases.get(head, head) + (f".{rest}" if rest else "")
-        name = aliases[head] + (f".{rest}" if rest else "")
-    return name
-
-
-def _forbidden_names(
-    source: str, forbidden: list[str], aliases: dict[str, str] | None = None
-) -> list[str]:
-    """Which of `forbidden` `source` uses: a dotted entry as an import or an attribute path
-    (``torch.autograd`` matches ``import torch.autograd``, ``from torch import autograd`` and
-    ``torch.autograd.grad``, also through aliases: ``import torch as T; T.autograd``), a plain
-    entry as any identifier, attribute or imported name. `aliases` adds those of other cells.
-    Words in strings and comments do not count; this detects, it cannot prove absence."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    aliases = {**(aliases or {}), **_aliases(source)}
-    dotted: set[str] = set()
-    words: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                dotted.add(alias.name)
-                words.update(alias.name.split("."))
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            for alias in node.names:
-                dotted.update({node.module, f"{node.module}.{alias.name}"})
-                words.update([*node.module.split("."), alias.name])
-        elif isinstance(node, ast.Attribute):
-            words.add(node.attr)
-            if (name := _dotted(node)) is not None:
-                dotted.update({name, _canonical(name, aliases)})
-        elif isinstance(node, ast.Name):
-            words.add(node.id)
-            dotted.add(_canonical(node.id, aliases))
-    found = set()
-    for entry in forbidden:
-        if entry.endswith(PRIVATE_SUFFIX):
-            root = entry.removesuffix(PRIVATE_SUFFIX)
-            found.update(
-                d
-                for d in dotted
-                if d.startswith(root + ".")
-                and any(p.startswith("_") and not p.startswith("__") for p in d.split(".")[1:])
-            )
-        elif "." in entry:
-            if any(d == entry or d.startswith(entry + ".") for d in dotted):
-                found.add(entry)
-        elif entry in words:
-            found.add(entry)
-    return sorted(found)
-
-
-def _names(source: str) -> tuple[set[str], set[str]]:
-    """(names the cell binds at its top level, names it reads but never binds anywhere).
-
-    Top-level bindings are definitions, assignments and ``import ... as``/``from ... import``;
-    a plain ``import torch`` is left out, so a scratch cell that imports torch is not taken for a
-    helper of every cell that uses torch."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set(), set()
-    top: set[str] = set()
-    for stmt in tree.body:
-        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            top.add(stmt.name)
-        elif isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            top.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        elif isinstance(stmt, ast.Import):
-            top.update(a.asname for a in stmt.names if a.asname)
-        elif isinstance(stmt, ast.ImportFrom):
-            top.update(a.asname or a.name for a in stmt.names)
-    bound, read = set(), set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-    return top, read - bound
-
-
-def _with_helpers(defining: list[str], sources: list[str]) -> list[str]:
-    """`defining` and, transitively, every cell in `sources` that binds a name they read freely
-    (a helper function, or an alias such as ``g = torch.func.grad``, defined in another cell)."""
-    names = {s: _names(s) for s in [*sources, *defining]}
-    found, queue = list(defining), list(defining)
-    while queue:
-        free = names[queue.pop()][1]
-        for source in sources:
-            if source not in found and names[source][0] & free:
-                found.append(source)
-                queue.append(source)
-    return found
-
-
-def _defined_functions(source: str) -> set[str]:
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
 
 
 def strip_hidden_tests(source: str) -> str:
@@ -426,128 +276,204 @@ def strip_hidden_tests(source: str) -> str:
 
 
 class JudgeCaptures(NbGraderPreprocessor):
-    """Judge each test cell's captured cases against the references, in the grader's process."""
+    """Judge each test cell's captures and traces in the grader's process; write every output.
+
+    Verdicts and scores go to the grader's state (`state`), which `SaveVerdicts` reads. Every code
+    cell's outputs are replaced by the grader's: its notes from execution, the names of built-in
+    exceptions the cell raised, and for a test cell the verdict table (hidden tests' source removed).
+    """
 
     references_root = Unicode("solutions", help="folder holding <assignment>/references/").tag(
         config=True
     )
-    forbidden_modules = List(
-        ["seqmodels.ngram", "seqmodels.metrics", "seqmodels.feedforward", "seqmodels.train"],
-        help="course modules whose code a graded function must not use",
-    ).tag(config=True)
+    max_evidence = Integer(12, help="lines of evidence kept per reason for review").tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
         info = resources["nbgrader"]
         directory = Path(self.references_root) / info["assignment"] / "references"
         refs, manifest = references.load(directory, info["notebook"])
         by_cell = {task["cell"]: (name, task) for name, task in manifest["tasks"].items()}
-        answers = [c.source for c in nb.cells if c.cell_type == "code" and is_solution(c)]
-        others = [
-            c.source for c in nb.cells if c.cell_type == "code" and not c.metadata.get("nbgrader")
-        ]
-        for cell in nb.cells:
+        sources = [c.source for c in nb.cells if c.cell_type == "code" and not is_grade(c)]
+        grader = state(resources)
+        for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
+            kernel = list(cell.outputs)
+            outputs = [grader_output(text) for text in grader["notes"].get(index, [])]
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if not is_grade(cell) or grade_id not in by_cell:
-                cell.outputs = _grader_view(cell.outputs)
-                continue
-            name, task = by_cell[grade_id]
-            records = list(references.captures(cell))
-            latest = {
-                r["case"]: r
-                for r in records
-                if r.get("task") == name
-                and r.get("kind") == "case"
-                and isinstance(r.get("case"), str)
-            }
-            verdicts = [judge(case, latest.get(case), refs[name][case]) for case in task["cases"]]
-            origins = next((r.get("origins") for r in records if r.get("kind") == "start"), {})
-            origins = (
-                {str(k): str(v) for k, v in origins.items()} if isinstance(origins, dict) else {}
-            )
-            flags = self._flags(
-                task["functions"], origins, answers + others, task.get("forbidden", [])
-            )
-            points = (
-                0.0 if flags else task["points"] * sum(v.passed for v in verdicts) / len(verdicts)
-            )
-            self._write(cell, name, verdicts, flags, round(points, 4), task["points"])
-            cell.source = strip_hidden_tests(cell.source)
+            if is_grade(cell) and grade_id in by_cell:
+                name, task = by_cell[grade_id]
+                outputs += self._judge(grade_id, name, task, refs[name], kernel, sources, grader)
+                cell.source = strip_hidden_tests(cell.source)
+            elif is_grade(cell):
+                grader["scores"][grade_id] = (0.0, True)
+                outputs.append(grader_output("[no reference outputs are stored for this cell]"))
+            else:
+                outputs += _errors_by_name(kernel)
+            cell.outputs = outputs
+            count = cell.get("execution_count")
+            cell.execution_count = count if type(count) is int else None
         return nb, resources
 
-    def _flags(
-        self,
-        functions: list[str],
-        origins: dict[str, str],
-        sources: list[str],
-        forbidden: list[str] = (),
-    ) -> list[str]:
-        flags = []
-        for fn in functions:
-            origin = origins.get(fn, "undefined")
-            module = origin.split(":", 1)[0]
-            if module.startswith("seqmodels"):
-                flags.append(f"`{fn}` is the course library's `{module}` implementation, not yours")
-            defining = [s for s in sources if fn in _defined_functions(s)]
-            for source in defining:
-                for used in _forbidden_names(source, list(self.forbidden_modules)):
-                    flags.append(f"`{fn}` uses `{used}` from the course library")
-            read = _with_helpers(defining, sources) if forbidden else []
-            aliases = {k: v for source in read for k, v in _aliases(source).items()}
-            for source in read:
-                for used in _forbidden_names(source, [*forbidden, *DYNAMIC_LOOKUPS], aliases):
-                    flags.append(f"`{fn}` uses `{used}`, which this task forbids")
-        return sorted(set(flags))
+    def _judge(self, grade_id, name, task, refs, kernel, sources, grader) -> list[NotebookNode]:
+        records = list(capture_records(kernel, name))
+        found: dict[str, list[dict]] = {}
+        for record in records:
+            if record["kind"] == "case" and "case" in record:
+                found.setdefault(record["case"], []).append(record)
+        verdicts = [
+            judge(case, found[case][0] if case in found else None, refs[case])
+            if len(found.get(case, [])) < 2
+            else Verdict(case, False, "captured more than once, so none of the captures counts")
+            for case in task["cases"]
+        ]
+        reasons = self._reasons(task, records, [found[c][0] for c in task["cases"] if c in found])
+        passed = sum(v.passed for v in verdicts)
+        points = 0.0 if reasons else round(task["points"] * passed / len(verdicts), 4)
+        grader["scores"][grade_id] = (points, bool(reasons))
+        outputs = [_verdict_output(name, verdicts, points, task["points"], bool(reasons))]
+        if reasons:
+            words = [w for rule in self._rules(task) for w in rule.names]
+            support = evidence(task["functions"], sources, words)
+            text = "\n".join(
+                [
+                    f"For the instructor: {name} is held for review. Why:",
+                    *(f"- {r}" for r in reasons),
+                    "Supporting evidence from reading the code (names alone never flag):",
+                    *(f"- {e}" for e in support[: self.max_evidence] or ["none"]),
+                    "Clear it in formgrader: give this cell a manual score (the cases above "
+                    f"earned {task['points'] * passed / len(verdicts):g} of {task['points']:g}).",
+                ]
+            )
+            outputs.append(grader_output(text, audience="instructor"))
+        return outputs
 
     @staticmethod
-    def _write(cell, task, verdicts: list[Verdict], flags, points: float, max_points) -> None:
-        lines = [
-            f"**{task}: {points:g} of {max_points:g} points** "
-            f"({sum(v.passed for v in verdicts)} of {len(verdicts)} cases passed)",
-            "",
-        ]
-        if flags:
-            lines += [
-                "No points for this task: " + "; ".join(flags) + ". Graded functions "
-                "must be your own code.",
-                "",
-            ]
-        lines += ["| case | result | details |", "|---|---|---|"]
-        for v in verdicts:
-            case, detail = _markdown_cell(v.case), _markdown_cell(v.message)
-            lines.append(f"| {case} | {'pass' if v.passed else 'FAIL'} | {detail} |")
-        text = "\n".join(lines)
-        verdict = new_output(
-            "display_data",
-            data={"text/markdown": text, "text/plain": text},
-            metadata={GRADER: True},
-        )
-        # nbgrader reads partial credit from an execute_result holding a number
-        score = new_output(
-            "execute_result",
-            data={"text/plain": repr(float(points))},
-            execution_count=cell.get("execution_count"),
-        )
-        notes = [o for o in cell.outputs if o.get("metadata", {}).get(GRADER)]
-        cell.outputs = [*notes, verdict, score]
+    def _rules(task: dict) -> list[Rule]:
+        return [RULES[n] for n in task.get("forbidden", []) if n in RULES]
 
-
-def _grader_view(outputs: list) -> list:
-    """A student cell's outputs as feedback shows them: the grader's notes, and errors by name.
-
-    Whatever the student's code printed or displayed (which could carry hidden test inputs or
-    test source) stays out of the feedback; the student sees it by running the notebook.
-    """
-    kept = []
-    for output in outputs:
-        if output.get("metadata", {}).get(GRADER):
-            kept.append(output)
-        elif output.get("output_type") == "error":
-            kept.append(
-                grader_note(
-                    f"[this cell raised {exception_name(str(output.get('ename', '')))}; run it "
-                    "in your notebook to see the message]\n"
+    def _reasons(self, task: dict, records: list[dict], cases: list[dict]) -> list[str]:
+        """Why the task may break its rules (empty: it does not, as far as the grader can tell)."""
+        reasons = []
+        start = next((r for r in records if r["kind"] == "start"), {})
+        for fn, origin in sorted(start.get("origins", {}).items()):
+            if fn in task["functions"] and origin.split(":", 1)[0].startswith("seqmodels"):
+                module = origin.split(":", 1)[0]
+                reasons.append(f"`{fn}` is the course library's `{module}`, not the student's own")
+        rules = self._rules(task)
+        if not rules:
+            return reasons
+        ran: dict[str, list[str]] = {}
+        for record in cases:
+            trace = record.get("trace")
+            if trace is None:
+                reasons.append(f"case '{record['case']}' came without a trace of what it ran")
+                continue
+            if not trace["intact"]:
+                reasons.append(
+                    f"case '{record['case']}': the trace was disturbed while it ran (the "
+                    "profiler or sys.setprofile was changed)"
                 )
-            )
-    return kept
+            for rule in rules:
+                for match in rule.matches(trace["ops"], trace["calls"]):
+                    ran.setdefault(rule.title, []).append(match)
+            for call in untraced(trace["calls"]):
+                ran.setdefault("another process, whose calls the trace cannot see", []).append(call)
+        for title, matches in ran.items():
+            shown = ", ".join(f"`{m}`" for m in sorted(set(matches))[: self.max_evidence])
+            reasons.append(f"the graded calls ran {shown}: {title}, which this task forbids")
+        return reasons
+
+
+def _verdict_output(
+    task, verdicts: list[Verdict], points, max_points, review: bool
+) -> NotebookNode:
+    """The verdict table of one test cell, as escaped HTML and as plain text."""
+    passed = sum(v.passed for v in verdicts)
+    head = f"{task}: {points:g} of {max_points:g} points ({passed} of {len(verdicts)} cases passed)"
+    held = (
+        "Held for your instructor's review: a rule of this task (a tool it forbids) may have "
+        "been broken. Its points are withheld until your instructor has looked at it."
+    )
+    rows = [(v.case, "pass" if v.passed else "FAIL", v.message) for v in verdicts]
+    page = [f"<p><strong>{html.escape(head)}</strong></p>"]
+    if review:
+        page.append(f"<p>{html.escape(held)}</p>")
+    page.append(
+        "<table><thead><tr><th>case</th><th>result</th><th>details</th></tr></thead><tbody>"
+    )
+    page += ["<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in row) + "</tr>" for row in rows]
+    page.append("</tbody></table>")
+    text = "\n".join([head, *([held] if review else []), *(" | ".join(row) for row in rows)])
+    return new_output(
+        "display_data",
+        data={"text/html": "\n".join(page), "text/plain": text},
+        metadata={AUDIENCE: "everyone"},
+    )
+
+
+def _errors_by_name(outputs: list) -> list[NotebookNode]:
+    """A student cell's errors, by built-in name only (whatever the cell printed or displayed could
+    carry hidden test inputs; the student sees it by running the notebook)."""
+    return [
+        grader_output(
+            f"[this cell raised {exception_name(str(output.get('ename', '')))}; run it in your "
+            "notebook to see the message]"
+        )
+        for output in outputs
+        if isinstance(output, dict) and output.get("output_type") == "error"
+    ][:1]
+
+
+class SaveVerdicts(SaveAutoGrades):
+    """nbgrader's `SaveAutoGrades`, with each test cell's score from the grader's verdicts.
+
+    A task held for review gets ``auto_score`` 0 and ``needs_manual_grade``: formgrader lists it,
+    and the instructor's manual score replaces the 0.
+    """
+
+    def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        self._scores = state(resources)["scores"]
+        return super().preprocess(nb, resources)
+
+    def _add_score(self, cell: NotebookNode, resources: dict) -> None:
+        if cell.cell_type != "code" or is_solution(cell):
+            return super()._add_score(cell, resources)  # written answers: nbgrader's own rules
+        grade = self.gradebook.find_grade(
+            cell.metadata["nbgrader"]["grade_id"],
+            self.notebook_id,
+            self.assignment_id,
+            self.student_id,
+        )
+        points, review = self._scores.get(cell.metadata["nbgrader"]["grade_id"], (0.0, True))
+        grade.auto_score = points
+        grade.needs_manual_grade = review or grade.manual_score is not None
+        self.gradebook.db.commit()
+
+
+class StudentTextAsText(NbGraderPreprocessor):
+    """Markdown and raw cells the student wrote become plain text; no cell keeps attachments or
+    metadata other than nbgrader's. Nothing the student wrote is rendered as HTML, script, SVG or
+    LaTeX in the graded notebook or the feedback."""
+
+    def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
+        cell.pop("attachments", None)
+        cell.metadata = {k: v for k, v in cell.metadata.items() if k == "nbgrader"}
+        if cell.cell_type in {"markdown", "raw"} and not is_locked(cell):
+            longest = max((len(run) for run in re.findall(r"`+", cell.source)), default=0)
+            fence = "`" * max(3, longest + 1)
+            cell.cell_type = "markdown"
+            cell.source = f"{fence}text\n{cell.source}\n{fence}"
+        return cell, resources
+
+
+class FeedbackForStudents(NbGraderPreprocessor):
+    """In ``generate_feedback``: drop what the grader wrote for instructors only (the evidence
+    behind a review). The graded notebook holds only the grader's outputs, so the mark is its own."""
+
+    def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
+        if cell.cell_type == "code":
+            cell.outputs = [
+                o for o in cell.outputs if o.get("metadata", {}).get(AUDIENCE) != "instructor"
+            ]
+        return cell, resources

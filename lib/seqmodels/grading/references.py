@@ -15,7 +15,6 @@ import copy
 import hashlib
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -23,18 +22,11 @@ import torch
 from nbclient import NotebookClient
 from safetensors.torch import load_file, save_file
 
-from .capture import MIME
 from .compare import decode
+from .records import capture_records
+from .rules import rules_named
 
 SEP = "::"
-
-
-def captures(cell: nbformat.NotebookNode) -> Iterator[dict]:
-    """The capture records a cell emitted, in order."""
-    for output in cell.get("outputs", []):
-        data = output.get("data", {})
-        if output.get("output_type") == "display_data" and isinstance(data.get(MIME), dict):
-            yield data[MIME]
 
 
 def source_hash(notebook: nbformat.NotebookNode) -> str:
@@ -65,7 +57,7 @@ def build(
     tasks: dict[str, dict] = {}
     for cell in executed.cells:
         meta = cell.metadata.get("nbgrader", {})
-        for record in captures(cell):
+        for record in capture_records(cell.get("outputs", [])):
             task = record["task"]
             entry = tasks.setdefault(
                 task,
@@ -81,6 +73,17 @@ def build(
                 entry["forbidden"] = sorted(record["forbidden"])
             if record["kind"] != "case":
                 continue
+            trace = record.get("trace", {})
+            broken = [
+                match
+                for rule in rules_named(entry.get("forbidden", []))
+                for match in rule.matches(trace.get("ops", []), trace.get("calls", []))
+            ]
+            if broken or not trace.get("intact", True):
+                raise RuntimeError(
+                    f"the solution's case {record['case']!r} of {task} runs what its task forbids: "
+                    f"{broken[:5] or 'a disturbed trace'}"
+                )
             if "error" in record:
                 raise RuntimeError(
                     f"the solution failed case {record['case']!r} of {task}: {record['error']}"

@@ -98,6 +98,29 @@ def repair_unreadable(submission: Path, release: Path) -> list[str]:
     return notes
 
 
+def set_aside_oversize(submission: Path, release: Path, keep: Path, limit_mb: float) -> list[str]:
+    """A submission larger than `limit_mb` is moved, whole, to `keep` (nothing is lost) before
+    nbgrader reads it, and graded as the blank release with a note; the others are unaffected."""
+    files = [p for p in submission.rglob("*") if p.is_file() and not p.is_symlink()]
+    size = sum(p.stat().st_size for p in files)
+    if size <= limit_mb * 2**20:
+        return []
+    if keep.exists():
+        shutil.rmtree(keep)
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(submission), str(keep))
+    submission.mkdir()
+    reason = (
+        f"the submission is {size / 2**20:.1f} MB, over the {limit_mb:g} MB limit, so it was not "
+        "graded; it is kept for your instructor"
+    )
+    for expected in sorted(release.glob("*.ipynb")):
+        blank = nbformat.read(expected, as_version=4)
+        blank.cells.insert(0, new_markdown_cell(f"**Grading note:** {reason}."))
+        nbformat.write(blank, submission / expected.name)
+    return [reason]
+
+
 def drop_links(submission: Path) -> list[str]:
     """Remove symbolic links from a submission before nbgrader copies it (it would follow them,
     copying whatever they point at, e.g. the references, where the kernel can read it)."""
@@ -266,16 +289,23 @@ def keep_only(folder: Path, names: set[str]) -> None:
             shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
 
 
-def forget_submission(assignment: str, student: str) -> None:
-    """Make sure `student` is in the gradebook with no (partial) submission of `assignment`."""
-    from nbgrader.api import Gradebook, MissingEntry
+def course_gradebook():
+    """The course's gradebook, as nbgrader's configuration names it (a context manager)."""
+    from nbgrader.api import Gradebook
     from nbgrader.apps.baseapp import NbGrader
     from nbgrader.coursedir import CourseDirectory
 
     app = NbGrader()
     app.load_config_file()
     coursedir = CourseDirectory(config=app.config)
-    with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+    return Gradebook(coursedir.db_url, coursedir.course_id)
+
+
+def forget_submission(assignment: str, student: str) -> None:
+    """Make sure `student` is in the gradebook with no (partial) submission of `assignment`."""
+    from nbgrader.api import MissingEntry
+
+    with course_gradebook() as gradebook:
         gradebook.update_or_create_student(student)
         try:
             gradebook.remove_submission(assignment, student)
@@ -293,18 +323,40 @@ def note_page(assignment: str, student: str, note: str) -> str:
     )
 
 
+def held_for_review() -> dict[tuple[str, str], list[str]]:
+    """``{(assignment, student): [test cells]}`` whose grade awaits an instructor (nbgrader's
+    ``needs_manual_grade``): a task whose rules may have been broken, until a manual score is given."""
+    from nbgrader.api import Grade, SubmittedAssignment, SubmittedNotebook
+
+    held: dict[tuple[str, str], list[str]] = {}
+    with course_gradebook() as gradebook:
+        rows = (
+            gradebook.db.query(Grade)
+            .join(SubmittedNotebook)
+            .join(SubmittedAssignment)
+            .filter(Grade.needs_manual_grade)
+            .all()
+        )
+        for grade in rows:
+            key = (grade.assignment.name, grade.student.id)
+            held.setdefault(key, []).append(grade.name)
+    return {key: sorted(names) for key, names in held.items()}
+
+
 def export_csv(csv_path: Path) -> None:
-    """``nbgrader export``, then the `sandbox` and `note` columns from the status files."""
+    """``nbgrader export``, then the `review`, `sandbox` and `note` columns."""
     nbgrader("export", "--to", str(csv_path), timeout=600)
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
     fields = list(rows[0].keys()) if rows else ["assignment", "student_id", "score"]
+    held = held_for_review()
     for row in rows:
         status = read_status(row["assignment"], row["student_id"]) or {}
+        row["review"] = " ".join(held.get((row["assignment"], row["student_id"]), []))
         row["sandbox"] = status.get("sandbox", "")
         row["note"] = status.get("note", "")
     with open(csv_path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[*fields, "sandbox", "note"])
+        writer = csv.DictWriter(f, fieldnames=[*fields, "review", "sandbox", "note"])
         writer.writeheader()
         writer.writerows(rows)
 
@@ -321,6 +373,12 @@ def main() -> int:
     )
     parser.add_argument("--student-timeout", type=float, default=None, help="seconds per student")
     parser.add_argument("--max-minutes", type=float, default=None, help="the run's time limit")
+    parser.add_argument(
+        "--max-submission-mb",
+        type=float,
+        default=float(os.environ.get("SEQMODELS_MAX_SUBMISSION_MB", 20)),
+        help="a larger submission is set aside (grading/oversize/) and graded as blank, with a note",
+    )
     args = parser.parse_args()
     submitted = ROOT / "grading" / "submitted"
     students = sorted(p.parent.name for p in submitted.glob(f"*/{args.assignment}") if p.is_dir())
@@ -360,12 +418,19 @@ def main() -> int:
     except (ReferencesMismatch, OSError) as error:
         print(f"cannot grade: the reference outputs are not usable: {error}")
         return 2
-    for student in students:
-        folder = submitted / student / args.assignment
-        for note in drop_links(folder) + repair_unreadable(folder, release):
-            print(f"{student}: {note}")
     earlier = {s: read_status(args.assignment, s) for s in students}
     todo = [s for s in students if args.force or not earlier[s]]
+    notes: dict[str, list[str]] = {}
+    for student in todo:
+        folder = submitted / student / args.assignment
+        keep = ROOT / "grading" / "oversize" / args.assignment / student
+        notes[student] = (
+            set_aside_oversize(folder, release, keep, args.max_submission_mb)
+            + drop_links(folder)
+            + repair_unreadable(folder, release)
+        )
+        for note in notes[student]:
+            print(f"{student}: {note}")
     start = time.perf_counter()
     jobs = max(1, min(args.jobs, len(todo) or 1))
     run_seconds = (args.max_minutes or 2 * student_seconds * math.ceil(len(todo) / jobs) / 60) * 60
@@ -373,7 +438,8 @@ def main() -> int:
     seconds = time.perf_counter() - start
     autograded = ROOT / "grading" / "autograded"
     for student, status in results.items():
-        note = "" if status == "graded" else status.removeprefix("failed: ")
+        said = [] if status == "graded" else [status.removeprefix("failed: ")]
+        note = "; ".join(said + notes.get(student, []))
         write_status(args.assignment, student, status.split(":")[0], sandbox, note)
         if status != "graded":
             shutil.rmtree(autograded / student / args.assignment, ignore_errors=True)
