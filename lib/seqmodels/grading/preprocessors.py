@@ -385,6 +385,9 @@ class JudgeCaptures(NbGraderPreprocessor):
         return reasons
 
 
+VERDICT_STYLE = ".seqmodels-verdicts :is(td, th) { padding: 2px 16px 2px 0; text-align: left }"
+
+
 def _verdict_output(
     task, verdicts: list[Verdict], points, max_points, review: bool
 ) -> NotebookNode:
@@ -398,9 +401,10 @@ def _verdict_output(
     rows = [(v.case, "pass" if v.passed else "FAIL", v.message) for v in verdicts]
     page = [f"<p><strong>{html.escape(head)}</strong></p>"]
     if review:
-        page.append(f"<p>{html.escape(held)}</p>")
+        page.append(f"<p><strong>{html.escape(held)}</strong></p>")
     page.append(
-        "<table><thead><tr><th>case</th><th>result</th><th>details</th></tr></thead><tbody>"
+        f"<style>{VERDICT_STYLE}</style><table class='seqmodels-verdicts'><thead><tr><th>case</th>"
+        "<th>result</th><th>details</th></tr></thead><tbody>"
     )
     page += ["<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in row) + "</tr>" for row in rows]
     page.append("</tbody></table>")
