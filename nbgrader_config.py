@@ -117,4 +117,4 @@ c.GuardedExecute.notebook_budget = int(os.environ.get("SEQMODELS_NOTEBOOK_BUDGET
 c.GuardedExecute.memory_limit_mb = int(os.environ.get("SEQMODELS_MEMORY_LIMIT_MB", 4096))
 c.GuardedExecute.max_processes = int(os.environ.get("SEQMODELS_MAX_PROCESSES", 256))
 c.GuardedExecute.cpu_cores = float(os.environ.get("SEQMODELS_CPU_CORES", 1))
-c.JudgeCaptures.references_root = str(ROOT / "solutions")
+c.JudgeCaptures.references_root = c.GuardedExecute.references_root = str(ROOT / "solutions")

@@ -242,13 +242,13 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
         "phoneme_error_rate",
         _RAPIDFUZZ,
         "test_phoneme_error_rate",
-        "this cell raised ModuleNotFoundError",
+        "this cell raised ImportError",
     ),
     "imports-rapidfuzz-by-a-computed-name": (
         "phoneme_error_rate",
         _RAPIDFUZZ_BY_IMPORTLIB,
         "test_phoneme_error_rate",
-        "this cell raised ModuleNotFoundError",
+        "this cell raised ImportError",
     ),
     "finds-fused-attention-in-a-module-dict": (
         "scaled_dot_attention",
@@ -272,7 +272,7 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
         "phoneme_error_rate",
         _EDIT_DISTANCE_IN_A_FOR_TARGET,
         "test_phoneme_error_rate",
-        "this cell raised ModuleNotFoundError",
+        "this cell raised ImportError",
     ),
     "rebinds-its-loss-to-cross-entropy": (
         "teacher_forcing",

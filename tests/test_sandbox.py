@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import socket
 import threading
@@ -62,6 +63,35 @@ except ImportError as error:
 facts["imports"] = errors
 import seqmodels.device, seqmodels.seeding, seqmodels.grading, seqmodels.synthetic
 facts["allowed_imports"] = True
+import ctypes, errno, resource
+facts["fds"] = {}
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        facts["fds"][fd] = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        pass
+facts["fsize"] = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+facts["seccomp"] = [l.split()[1] for l in open("/proc/self/status") if l.startswith("Seccomp:")]
+libc = ctypes.CDLL(None, use_errno=True)
+facts["unshare_user"] = (libc.unshare(0x10000000), ctypes.get_errno() == errno.EPERM)
+facts["unshare_cmd"] = subprocess.run(["unshare", "-U", "true"], capture_output=True).returncode
+facts["ptrace"] = (libc.ptrace(16, 1, 0, 0), ctypes.get_errno() == errno.EPERM)  # ATTACH to 1
+writable = {}
+for line in open("/proc/self/mountinfo"):
+    parts = line.split()
+    point, fstype = parts[4], parts[parts.index("-") + 1]
+    if point.startswith(("/proc", "/sys", "/dev")) and point not in ("/dev/shm",):
+        continue
+    if os.access(point, os.W_OK):
+        st = os.statvfs(point)
+        writable[point] = [fstype, st.f_blocks * st.f_frsize]
+facts["writable"] = writable
+try:
+    with open("/run/kernel/fill", "wb") as f:
+        f.write(b"x" * (8 * 2**20))
+    facts["kernel_fill"] = "written"
+except OSError as error:
+    facts["kernel_fill"] = errno.errorcode.get(error.errno, str(error.errno))
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
                          start_new_session=True)
 facts["child"] = child.pid
@@ -97,9 +127,14 @@ def inside(tmp_path_factory):
     paths = [str(ROOT), str(ROOT / "solutions"), str(submission.parent.parent), "/work"]
     code = PROBE.replace("PATHS", repr(paths)).replace("PORT", str(server.getsockname()[1]))
 
+    logged: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: logged.append(record.getMessage())
+
     async def session():
         km = SandboxedKernelManager(kernel_name="python3")
         km.sandbox = Sandbox(memory_mb=2048)
+        km.log.addHandler(handler)
         await km.start_kernel(cwd=str(submission))
         kc = km.client()
         kc.start_channels()
@@ -116,7 +151,12 @@ def inside(tmp_path_factory):
         kc.stop_channels()
         asyncio.run(km.shutdown_kernel(now=True))
         server.close()
+    deadline = time.monotonic() + 10  # the stream readers log when the kernel's pipes close
+    while not any("stderr" in line for line in logged) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    km.log.removeHandler(handler)
     return {
+        "log": "\n".join(logged),
         "facts": facts,
         "run_dir": run_dir,
         "namespace": namespace,
@@ -176,6 +216,56 @@ def test_nothing_of_the_kernel_remains_after_shutdown(inside):
         time.sleep(0.1)
     assert members_of(inside["namespace"]) == []
     assert not inside["run_dir"].exists()
+
+
+def test_the_kernel_holds_no_descriptor_of_the_grader(inside):
+    """Only its own pipes, sockets, /dev/null and anonymous inodes: nothing on a host file."""
+    fds = inside["facts"]["fds"]
+    assert fds["0"] == "/dev/null" and fds["1"].startswith("pipe:") and fds["2"].startswith("pipe:")
+    host = [
+        target
+        for target in fds.values()
+        if target.startswith("/")
+        and not target.startswith(("/dev/null", "/dev/urandom", "/proc/", "/home/student", "/tmp"))
+    ]
+    assert host == [], fds
+
+
+def test_the_kernel_runs_under_seccomp_and_cannot_make_user_namespaces(inside):
+    facts = inside["facts"]
+    assert facts["seccomp"] == ["2"]  # filter mode
+    assert facts["unshare_user"] == [-1, True]  # EPERM
+    assert facts["unshare_cmd"] != 0
+    assert facts["ptrace"] == [-1, True]
+
+
+def test_every_folder_the_kernel_can_write_is_a_small_tmpfs(inside):
+    facts = inside["facts"]
+    assert facts["fsize"] == 256 * 2**20
+    for point, (fstype, size) in facts["writable"].items():
+        assert fstype == "tmpfs" and size <= 256 * 2**20, (point, fstype, size)
+    assert "/run/kernel" in facts["writable"] and facts["writable"]["/run/kernel"][1] <= 2**20
+    assert facts["kernel_fill"] in {"ENOSPC", "EFBIG"}
+
+
+def test_the_kernels_own_output_streams_reach_the_log_escaped(inside):
+    assert "sandboxed kernel's stdout: 'NOTE: When using" in inside["log"]
+
+
+def test_a_kernel_stream_is_drained_to_its_end_and_logged_capped():
+    """3 MB on a kernel's stderr: read to the end (the kernel never blocks), 64 KiB logged."""
+    read, write = os.pipe()
+    threading.Thread(
+        target=lambda: (os.write(write, b"E\x1b" * 1_500_000), os.close(write))
+    ).start()
+    logged = []
+    km = SandboxedKernelManager(kernel_name="python3")
+    km.log = logging.getLogger("drain-test")
+    km.log.addHandler(handler := logging.Handler())
+    handler.emit = lambda record: logged.append(record.getMessage())
+    km._drain(os.fdopen(read, "rb"), "stderr")
+    assert len(logged) == 1 and "the first 65,536 of 3,000,000 bytes" in logged[0]
+    assert "\x1b" not in logged[0] and "\\x1b" in logged[0] and len(logged[0]) < 400_000
 
 
 def test_the_sandbox_says_which_limits_apply():

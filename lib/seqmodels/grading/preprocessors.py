@@ -121,6 +121,18 @@ class SanitizeSubmission(NbGraderPreprocessor):
         return nb, resources
 
 
+def hidden_packages(references_root: str, resources: dict) -> list[str]:
+    """The third-party modules the rules of this notebook's tasks name (absent from its sandbox)."""
+    info = resources.get("nbgrader", {})
+    try:
+        folder = Path(references_root) / info["assignment"] / "references"
+        _, manifest = references.load(folder, info["notebook"])
+    except (KeyError, OSError, ValueError, RuntimeError):
+        return []  # no references: JudgeCaptures says so
+    names = {n for task in manifest["tasks"].values() for n in task.get("forbidden", [])}
+    return sorted({m for n in names if n in RULES for m in RULES[n].modules})
+
+
 def _size(content: dict) -> int:
     """Bytes an output message adds to the notebook (text and every MIME bundle entry)."""
     total = len(content.get("text", "")) + len(content.get("evalue", ""))
@@ -147,6 +159,9 @@ class GuardedExecute(Execute):
     hidden_modules = List(
         Sandbox().hidden_modules, help="course modules absent from the kernel (graded functions)"
     ).tag(config=True)
+    references_root = Unicode("solutions", help="folder holding <assignment>/references/").tag(
+        config=True
+    )
     max_cell_output_bytes = Integer(1_000_000, help="output bytes kept per cell").tag(config=True)
     max_notebook_output_bytes = Integer(8_000_000, help="output bytes kept in all").tag(config=True)
     # an output message that ZMQ dropped (over CappedKernelClient.max_message_bytes) takes the
@@ -161,6 +176,7 @@ class GuardedExecute(Execute):
             cpu_seconds=max(self.notebook_budget, self.timeout) * 2,
             scratch_mb=self.scratch_mb,
             hidden_modules=list(self.hidden_modules),
+            hidden_packages=list(getattr(self, "_hidden_packages", [])),
         )
 
     def create_kernel_manager(self):
@@ -172,6 +188,7 @@ class GuardedExecute(Execute):
         return km
 
     def preprocess(self, nb: NotebookNode, resources: dict, km=None):
+        self._hidden_packages = hidden_packages(self.references_root, resources)
         limits = self._limits()
         if self.sandbox == "bubblewrap":
             self.log.info("kernel in a bubblewrap sandbox; %s", limits.describe())

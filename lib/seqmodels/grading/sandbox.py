@@ -11,7 +11,15 @@
   The course directory — solutions, references, the gradebook, other students, feedback,
   ``nbgrader_config.py`` — does not exist there, and nothing written there comes back;
 - its own network namespace (no network at all). The grader talks to it over Unix-domain sockets
-  (jupyter_client's ``ipc`` transport) in a private per-kernel folder bound at ``/run/kernel``;
+  (jupyter_client's ``ipc`` transport) in ``/run/kernel``, a 1 MiB tmpfs of the sandbox's own,
+  which the grader reaches through ``/proc/<pid>/root``: nothing of the grader's disk is writable;
+- no descriptor of the grader: stdin is ``/dev/null``, stdout and stderr are pipes the grader
+  drains, keeping a capped, escaped excerpt for its log; every other descriptor is closed;
+- a seccomp filter (built with libseccomp, `seccomp_filter`) refusing what no kernel needs: new
+  namespaces (user namespaces above all: as an ordinary user bwrap also gets ``--disable-userns``),
+  ``ptrace``, ``mount``, ``bpf``, ``keyctl``, ``perf_event_open``, module loading and the like;
+- third-party modules its problem set's rules name (``Sandbox.hidden_packages``) replaced by a
+  stub whose import raises ImportError;
 - its own PID, IPC and UTS namespaces: it can neither see nor signal the grader or other kernels,
   and every process it started dies with it (``--die-with-parent``; the namespace's init dies);
 - an unprivileged uid (65534). As root, bwrap sets up the namespaces and ``setpriv`` drops to that
@@ -21,11 +29,14 @@
   (``memory.limit_in_bytes``/``memory.max``), processes (``pids.max``) and CPU (a quota of
   ``cpu_cores`` cores). Elsewhere the per-process rlimits below stand alone; `Sandbox.describe`
   says which limits apply, and the grader logs it. Always: ``RLIMIT_AS`` (address space per
-  process), ``RLIMIT_CPU`` (CPU seconds per process), no core files.
+  process), ``RLIMIT_CPU`` (CPU seconds per process), ``RLIMIT_FSIZE`` (the scratch size), no core
+  files.
 """
 
 from __future__ import annotations
 
+import errno
+import importlib.util
 import json
 import os
 import resource
@@ -35,6 +46,8 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -60,6 +73,53 @@ KERNEL = "/run/kernel"  # the kernel's Unix-domain sockets (the only folder the 
 CONNECTION = "/run/connection.json"
 SUBMISSION = "/run/submission"  # the student's notebook folder, read-only, copied to HOME
 HOME = "/home/student"
+STUB_SOURCE = (  # what a hidden third-party module is replaced by
+    "raise ImportError('this module is not available while your notebook is graded: its problem "
+    "set forbids it')\n"
+)
+KERNEL_MB = 1  # the socket folder's tmpfs
+STDIO_KEEP = 64 * 2**10  # bytes of a kernel's stdout and stderr kept for the log
+
+
+def seccomp_filter(path: Path) -> None:
+    """Write to `path` the BPF seccomp program every kernel runs under (libseccomp, via pyseccomp):
+    allow by default; refuse new namespaces (``clone`` with a ``CLONE_NEW*`` flag, ``unshare``,
+    ``setns``; ``clone3`` gets ENOSYS, so the C library falls back to ``clone``), tracing other
+    processes, mounts, kernel keyrings, eBPF, perf events, module loading, and the like."""
+    import pyseccomp as sc
+
+    flt = sc.SyscallFilter(defaction=sc.ALLOW)
+    refuse = sc.ERRNO(errno.EPERM)
+    # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME (linux/sched.h)
+    for flag in (
+        0x20000,
+        0x2000000,
+        0x4000000,
+        0x8000000,
+        0x10000000,
+        0x20000000,
+        0x40000000,
+        0x80,
+    ):
+        flt.add_rule(refuse, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+    for name in (
+        "unshare", "setns", "ptrace", "process_vm_readv", "process_vm_writev", "mount",
+        "umount2", "pivot_root", "chroot", "keyctl", "add_key", "request_key", "bpf",
+        "perf_event_open", "userfaultfd", "kexec_load", "kexec_file_load", "init_module",
+        "finit_module", "delete_module", "open_by_handle_at", "name_to_handle_at", "syslog",
+        "swapon", "swapoff", "reboot", "acct", "quotactl", "fanotify_init", "io_uring_setup",
+        "io_uring_enter", "io_uring_register", "vhangup", "iopl", "ioperm", "settimeofday",
+        "clock_settime", "clock_adjtime", "adjtimex", "move_mount", "open_tree", "fsopen",
+        "fsmount", "fspick", "mount_setattr",
+    ):  # fmt: skip
+        try:
+            flt.add_rule(refuse, name)
+        except (RuntimeError, ValueError, OSError):
+            pass  # a call this libseccomp or architecture does not know
+    flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    with open(path, "wb") as f:
+        flt.export_bpf(f)
+
 
 # What runs first inside the sandbox: copy the notebook folder into the scratch home, then ipykernel.
 BOOT = (
@@ -209,6 +269,8 @@ class Sandbox:
             "seqmodels.train",
         ]
     )
+    #: third-party modules absent from the kernel (a problem set's rules name them)
+    hidden_packages: list[str] = field(default_factory=list)
 
     # ------------------------------------------------------------------ what the kernel sees
     def kernel_modules(self) -> list[str]:
@@ -235,8 +297,40 @@ class Sandbox:
             shutil.copyfile(source, target)
         (folder / "sitecustomize.py").write_text(GUARD.format(allowed=sorted(modules)))
 
-    def bwrap_argv(self, run: Path, submission: Path, inner: list[str]) -> list[str]:
-        """The bwrap command that runs `inner` (argv inside the sandbox) for one kernel."""
+    def hidden_mounts(self, stub: Path) -> list[tuple[str, str, str]]:
+        """bwrap mounts that replace each of `hidden_packages` (found where the grader's own Python
+        would import it) by the stub: a package's folder by a tmpfs holding the stub as its
+        ``__init__.py``, a one-file module by the stub itself."""
+        mounts = []
+        for name in self.hidden_packages:
+            try:
+                spec = importlib.util.find_spec(name)
+            except (ImportError, ValueError):
+                spec = None
+            if spec is None or spec.origin in (None, "built-in", "frozen"):
+                continue  # not installed (or built into the interpreter): nothing to hide
+            if spec.submodule_search_locations:
+                for folder in spec.submodule_search_locations:
+                    inside = self.inside(Path(folder))
+                    mounts.append(("--tmpfs", "", inside))
+                    mounts.append(("--ro-bind", str(stub), f"{inside}/__init__.py"))
+            else:
+                mounts.append(("--ro-bind", str(stub), self.inside(Path(spec.origin))))
+        return mounts
+
+    def inside(self, path: Path) -> str:
+        """Where a path of the grader's Python environment appears inside the sandbox."""
+        path = path.resolve()
+        prefix = Path(sys.prefix).resolve()
+        if prefix != Path(sys.base_prefix).resolve() and path.is_relative_to(prefix):
+            return f"{VENV}/{path.relative_to(prefix)}"
+        return str(path)
+
+    def bwrap_argv(
+        self, run: Path, submission: Path, inner: list[str], seccomp_fd: int | None = None
+    ) -> list[str]:
+        """The bwrap command that runs `inner` (argv inside the sandbox) for one kernel; with
+        `seccomp_fd`, an open descriptor of `seccomp_filter`'s program (passed to bwrap)."""
         as_root = os.geteuid() == 0
         argv = [self.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
         argv += ["--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent"]
@@ -269,7 +363,6 @@ class Sandbox:
             ("--ro-bind", str(run / "passwd"), "/etc/passwd"),
             ("--ro-bind", str(run / "group"), "/etc/group"),
             ("--ro-bind", str(run / "course"), COURSE),
-            ("--bind", str(run / "ipc"), KERNEL),
             ("--ro-bind", str(run / "connection.json"), CONNECTION),
             ("--ro-bind", str(submission), SUBMISSION),
         ]
@@ -283,10 +376,15 @@ class Sandbox:
                 argv += ["--perms", "0755", "--dir", parent]
         for kind, source, dest in mounts:
             argv += [kind, source, dest] if source else [kind, dest]
+        for kind, source, dest in self.hidden_mounts(
+            run / "absent.py"
+        ):  # after the environment they cover
+            argv += [kind, source, dest] if source else [kind, dest]
         argv += ["--proc", "/proc", "--dev", "/dev"]
         for device in sorted(Path("/dev").glob("nvidia*")):  # CUDA, when the machine has it
             argv += ["--dev-bind", str(device), str(device)]
-        for path, megabytes in (("/dev/shm", 64), ("/tmp", 64), (HOME, self.scratch_mb)):
+        tmpfs = (("/dev/shm", 64), ("/tmp", 64), (HOME, self.scratch_mb), (KERNEL, KERNEL_MB))
+        for path, megabytes in tmpfs:
             argv += ["--perms", "1777", "--size", str(megabytes * 2**20), "--tmpfs", path]
         argv += ["--chdir", HOME]
         env = {
@@ -307,6 +405,8 @@ class Sandbox:
                 env[name] = os.environ[name]
         for name, value in env.items():
             argv += ["--setenv", name, value]
+        if seccomp_fd is not None:
+            argv += ["--seccomp", str(seccomp_fd)]
         if as_root:  # namespaces need root here; the kernel itself runs as SANDBOX_UID
             for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"):
                 argv += ["--cap-add", cap]
@@ -328,6 +428,8 @@ class Sandbox:
         memory = self.memory_mb * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_seconds, self.cpu_seconds))
+        size = self.scratch_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
     def describe(self) -> str:
@@ -359,8 +461,12 @@ class Sandbox:
         with tempfile.TemporaryDirectory(prefix="seqmodels-check-") as tmp:
             run = Path(tmp)
             self.prepare(run, {})
-            argv = self.bwrap_argv(run, run / "course", [self.python(), "-c", "print('ok')"])
-            result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            with open(run / "seccomp.bpf", "rb") as program:
+                inner = [self.python(), "-c", "print('ok')"]
+                argv = self.bwrap_argv(run, run / "course", inner, program.fileno())
+                result = subprocess.run(
+                    argv, capture_output=True, text=True, timeout=60, pass_fds=[program.fileno()]
+                )
         if result.returncode or result.stdout.strip() != "ok":
             raise SandboxUnavailable(
                 f"bwrap could not start a sandbox here (exit {result.returncode}): "
@@ -377,6 +483,9 @@ class Sandbox:
         if os.geteuid() == 0:
             os.chown(ipc, SANDBOX_UID, SANDBOX_UID)
         (run / "connection.json").write_text(json.dumps(connection))
+        (run / "absent.py").write_text(STUB_SOURCE)
+        (run / "absent.py").chmod(0o644)
+        seccomp_filter(run / "seccomp.bpf")
         (run / "passwd").write_text(f"student:x:{SANDBOX_UID}:{SANDBOX_UID}::{HOME}:/bin/sh\n")
         (run / "group").write_text(f"student:x:{SANDBOX_UID}:\n")
         (run / "connection.json").chmod(0o644)
@@ -447,8 +556,52 @@ class SandboxedKernelManager(CappedKernelManager):
 
         kw["preexec_fn"] = limit
         kw["env"] = {}  # bwrap --clearenv: the kernel's environment is set in bwrap_argv
-        kw["stdout"] = subprocess.DEVNULL  # the kernel's own banner; its stderr goes to the log
-        return await super()._async_pre_start_kernel(**kw)
+        # no descriptor of the grader's: stdout and stderr are pipes `_drain` reads with a cap
+        kw.update(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        kernel_cmd, kw = await super()._async_pre_start_kernel(**kw)
+        kw["pass_fds"] = (self._seccomp.fileno(),)  # bwrap reads the filter and closes it
+        return kernel_cmd, kw
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        try:
+            await super()._async_launch_kernel(kernel_cmd, **kw)
+        finally:
+            self._seccomp.close()
+        process = self.provisioner.process
+        for stream, name in ((process.stdout, "stdout"), (process.stderr, "stderr")):
+            threading.Thread(target=self._drain, args=(stream, name), daemon=True).start()
+        self.ip = f"/proc/{self._inside_pid(process.pid)}/root{KERNEL}/k"
+
+    @staticmethod
+    def _inside_pid(bwrap: int, seconds: float = 10) -> int | str:
+        """A process in the sandbox's mount namespace (bwrap's child), through whose
+        ``/proc/<pid>/root`` the grader reaches the sockets in the sandbox's own tmpfs."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                children = Path(f"/proc/{bwrap}/task/{bwrap}/children").read_text().split()
+            except OSError:
+                break  # bwrap already exited: the kernel never started
+            if children:
+                return int(children[0])
+            time.sleep(0.01)
+        return "self"  # no sandbox to reach: connecting fails and the kernel counts as dead
+
+    def _drain(self, stream, name: str) -> None:
+        """Read the kernel's `name` stream to its end; log its first `STDIO_KEEP` bytes, escaped."""
+        kept, total = bytearray(), 0
+        try:
+            while chunk := os.read(stream.fileno(), 2**16):
+                total += len(chunk)
+                kept += chunk[: max(0, STDIO_KEEP - len(kept))]
+        except OSError:
+            pass
+        finally:
+            stream.close()
+        if total:
+            more = f" (the first {len(kept):,} of {total:,} bytes)" if total > len(kept) else ""
+            text = ascii(kept.decode("utf-8", "replace"))
+            self.log.warning("sandboxed kernel's %s%s: %s", name, more, text)
 
     def write_connection_file(self, **kwargs) -> None:
         super().write_connection_file(**kwargs)
@@ -463,7 +616,9 @@ class SandboxedKernelManager(CappedKernelManager):
         assert self.kernel_spec is not None
         self.kernel_spec.interrupt_mode = "message"  # signals do not cross into the sandbox
         inner = [self.sandbox.python(), "-c", BOOT, "-f", CONNECTION, *(extra_arguments or [])]
-        return self.sandbox.bwrap_argv(self._run, self._submission or self._run, inner)
+        self._seccomp = open(self._run / "seccomp.bpf", "rb")  # noqa: SIM115 - closed at launch
+        submission = self._submission or self._run
+        return self.sandbox.bwrap_argv(self._run, submission, inner, self._seccomp.fileno())
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
