@@ -10,7 +10,10 @@ import asyncio
 import json
 import logging
 import os
+import pwd
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -22,6 +25,22 @@ from seqmodels.grading.sandbox import SANDBOX_UID, Sandbox, SandboxedKernelManag
 
 pytestmark = pytest.mark.grading
 ROOT = Path(__file__).resolve().parents[1]
+
+# Every folder the sandbox lets its uid write to (its mount point: file system and size).
+WRITABLE = r"""
+import json, os
+mounts = {}  # mount point: file system type
+for line in open("/proc/self/mountinfo"):
+    fields = line.split()
+    mounts[fields[4]] = fields[fields.index("-") + 1]
+writable = {}
+for top, folders, _ in os.walk("/"):
+    folders[:] = [f for f in folders if os.path.join(top, f) not in ("/proc", "/sys")]
+    if os.access(top, os.W_OK):
+        point = max((m for m in mounts if top == m or top.startswith(m.rstrip("/") + "/")), key=len)
+        size = os.statvfs(top)
+        writable[point] = [mounts[point], size.f_blocks * size.f_frsize]
+"""
 
 PROBE = r"""
 import json, os, socket, subprocess, sys
@@ -63,28 +82,30 @@ except ImportError as error:
 facts["imports"] = errors
 import seqmodels.device, seqmodels.seeding, seqmodels.grading, seqmodels.synthetic
 facts["allowed_imports"] = True
-import ctypes, errno, resource
+import ctypes, errno, resource, shutil
 facts["fds"] = {}
 for fd in os.listdir("/proc/self/fd"):
     try:
         facts["fds"][fd] = os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
-        pass
+        pass  # the descriptor listdir itself used
 facts["fsize"] = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
 facts["seccomp"] = [l.split()[1] for l in open("/proc/self/status") if l.startswith("Seccomp:")]
 libc = ctypes.CDLL(None, use_errno=True)
-facts["unshare_user"] = (libc.unshare(0x10000000), ctypes.get_errno() == errno.EPERM)
-facts["unshare_cmd"] = subprocess.run(["unshare", "-U", "true"], capture_output=True).returncode
-facts["ptrace"] = (libc.ptrace(16, 1, 0, 0), ctypes.get_errno() == errno.EPERM)  # ATTACH to 1
-writable = {}
-for line in open("/proc/self/mountinfo"):
-    parts = line.split()
-    point, fstype = parts[4], parts[parts.index("-") + 1]
-    if point.startswith(("/proc", "/sys", "/dev")) and point not in ("/dev/shm",):
-        continue
-    if os.access(point, os.W_OK):
-        st = os.statvfs(point)
-        writable[point] = [fstype, st.f_blocks * st.f_frsize]
+def refused(result):
+    return result == -1 and errno.errorcode[ctypes.get_errno()]
+CLONE_NEWUSER, SIGCHLD = 0x10000000, 17
+facts["unshare_user"] = refused(libc.unshare(CLONE_NEWUSER))
+pid = libc.syscall(56, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0)  # x86-64's clone, called as fork does
+if pid == 0:
+    os._exit(0)  # the child, were clone not refused
+facts["clone_user"] = refused(pid) or os.waitpid(pid, 0) and "allowed"
+facts["clone3"] = refused(libc.syscall(435, None, 0))  # clone3, on every architecture
+facts["no_aslr"] = refused(libc.personality(0x0040000))  # ADDR_NO_RANDOMIZE
+facts["unshare_cmd"] = shutil.which("unshare") and subprocess.run(
+    ["unshare", "-U", "true"], capture_output=True).returncode
+facts["ptrace"] = refused(libc.ptrace(16, 1, 0, 0))  # ATTACH to 1
+WRITABLE
 facts["writable"] = writable
 try:
     with open("/run/kernel/fill", "wb") as f:
@@ -92,10 +113,18 @@ try:
     facts["kernel_fill"] = "written"
 except OSError as error:
     facts["kernel_fill"] = errno.errorcode.get(error.errno, str(error.errno))
+if os.path.exists("/run/kernel/fill"):
+    os.remove("/run/kernel/fill")
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
                          start_new_session=True)
 facts["child"] = child.pid
 print(json.dumps(facts))
+""".replace("WRITABLE", WRITABLE)
+# What reaches the kernel's own stderr (ipykernel copies its fd 2 there): 10 MB, a forged log line
+# and a terminal escape, which must reach neither the grader's descriptors nor, past a cap, its log.
+FLOOD = r"""
+import os
+os.write(2, b"\x1b[2J[AutogradeApp | ERROR] forged\r\n" + b"x" * 10_000_000)
 """
 
 
@@ -127,36 +156,48 @@ def inside(tmp_path_factory):
     paths = [str(ROOT), str(ROOT / "solutions"), str(submission.parent.parent), "/work"]
     code = PROBE.replace("PATHS", repr(paths)).replace("PORT", str(server.getsockname()[1]))
 
-    logged: list[str] = []
-    handler = logging.Handler()
+    logged: list[str] = []  # the grader's log
+    log, handler = logging.getLogger("test_sandbox.grader"), logging.Handler()
     handler.emit = lambda record: logged.append(record.getMessage())
+    log.addHandler(handler)
 
     async def session():
-        km = SandboxedKernelManager(kernel_name="python3")
+        km = SandboxedKernelManager(kernel_name="python3", log=log)
         km.sandbox = Sandbox(memory_mb=2048)
-        km.log.addHandler(handler)
         await km.start_kernel(cwd=str(submission))
         kc = km.client()
         kc.start_channels()
         await kc.wait_for_ready(timeout=60)
         return km, kc
 
-    km, kc = asyncio.run(session())
+    grader = tmp_path_factory.mktemp("grader") / "stdout-and-stderr"
+    saved = [os.dup(1), os.dup(2)]
+    with open(grader, "wb") as sink:  # the grader's own descriptors 1 and 2 while the kernel runs
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
     try:
-        text = _execute(kc, code)
-        facts = json.loads(text.strip().splitlines()[-1])
-        namespace, members = pid_namespace(km.provisioner.pid)
-        run_dir = km._run
+        km, kc = asyncio.run(session())
+        try:
+            text = _execute(kc, code)
+            facts = json.loads(text.strip().splitlines()[-1])
+            namespace, members = pid_namespace(km.provisioner.pid)
+            run_dir = km._run
+            _execute(kc, FLOOD)
+        finally:
+            kc.stop_channels()
+            asyncio.run(km.shutdown_kernel(now=True))
+            server.close()
+        deadline = time.monotonic() + 10  # the stream readers log when the kernel's pipes close
+        while not any("forged" in line for line in logged) and time.monotonic() < deadline:
+            time.sleep(0.1)
     finally:
-        kc.stop_channels()
-        asyncio.run(km.shutdown_kernel(now=True))
-        server.close()
-    deadline = time.monotonic() + 10  # the stream readers log when the kernel's pipes close
-    while not any("stderr" in line for line in logged) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    km.log.removeHandler(handler)
+        for fd, copy in zip((1, 2), saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
+        log.removeHandler(handler)
     return {
-        "log": "\n".join(logged),
+        "log": logged,
+        "grader_output": grader.read_bytes(),
         "facts": facts,
         "run_dir": run_dir,
         "namespace": namespace,
@@ -219,37 +260,82 @@ def test_nothing_of_the_kernel_remains_after_shutdown(inside):
 
 
 def test_the_kernel_holds_no_descriptor_of_the_grader(inside):
-    """Only its own pipes, sockets, /dev/null and anonymous inodes: nothing on a host file."""
+    """Only pipes, sockets, /dev/null, anonymous inodes and files in its own tmpfs folders."""
     fds = inside["facts"]["fds"]
     assert fds["0"] == "/dev/null" and fds["1"].startswith("pipe:") and fds["2"].startswith("pipe:")
-    host = [
-        target
-        for target in fds.values()
-        if target.startswith("/")
-        and not target.startswith(("/dev/null", "/dev/urandom", "/proc/", "/home/student", "/tmp"))
-    ]
-    assert host == [], fds
+    kinds = ("pipe:[", "socket:[", "anon_inode:", "/dev/null")
+    scratch = tuple(f"{folder}/" for folder in ("/home/student", "/tmp", "/dev/shm", "/run/kernel"))
+    assert {
+        fd: target for fd, target in fds.items() if not target.startswith(kinds + scratch)
+    } == {}
 
 
-def test_the_kernel_runs_under_seccomp_and_cannot_make_user_namespaces(inside):
+def test_the_kernel_runs_under_seccomp_and_cannot_make_namespaces(inside):
     facts = inside["facts"]
     assert facts["seccomp"] == ["2"]  # filter mode
-    assert facts["unshare_user"] == [-1, True]  # EPERM
-    assert facts["unshare_cmd"] != 0
-    assert facts["ptrace"] == [-1, True]
+    assert facts["unshare_user"] == "EPERM" and facts["clone_user"] == "EPERM"
+    assert facts["clone3"] == "ENOSYS"  # so that the C library falls back to clone
+    assert facts["unshare_cmd"] is None or facts["unshare_cmd"] != 0  # `unshare -U true`
+    assert facts["no_aslr"] == "EPERM" and facts["ptrace"] == "EPERM"
+
+
+def _assert_small_tmpfs(writable: dict, scratch: int = Sandbox().scratch_mb * 2**20) -> None:
+    for point, (kind, size) in writable.items():
+        if kind == "devpts":  # /dev/pts, as an ordinary user: terminals, never files
+            continue
+        assert kind == "tmpfs" and 0 < size <= scratch, (point, kind, size)
 
 
 def test_every_folder_the_kernel_can_write_is_a_small_tmpfs(inside):
     facts = inside["facts"]
     assert facts["fsize"] == 256 * 2**20
-    for point, (fstype, size) in facts["writable"].items():
-        assert fstype == "tmpfs" and size <= 256 * 2**20, (point, fstype, size)
-    assert "/run/kernel" in facts["writable"] and facts["writable"]["/run/kernel"][1] <= 2**20
-    assert facts["kernel_fill"] in {"ENOSPC", "EFBIG"}
+    assert {"/home/student", "/tmp", "/dev/shm", "/run/kernel"} <= set(facts["writable"])
+    _assert_small_tmpfs(facts["writable"])
+    assert facts["writable"]["/run/kernel"][1] <= 2**20
+    assert facts["kernel_fill"] == "ENOSPC"  # 8 MiB into the socket folder
 
 
-def test_the_kernels_own_output_streams_reach_the_log_escaped(inside):
-    assert "sandboxed kernel's stdout: 'NOTE: When using" in inside["log"]
+def test_as_an_ordinary_user_too_only_the_small_tmpfs_folders_are_writable(tmp_path):
+    """There bwrap's own tmpfs (/, /dev, folders hiding modules) belong to the sandbox's uid."""
+    user = os.environ.get("SEQMODELS_TEST_USER", "seqgrader")
+    command = [sys.executable, "-c", NONROOT.replace("WRITABLE", repr(WRITABLE))]
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            if os.environ.get("SEQMODELS_REQUIRE_NONROOT"):
+                pytest.fail(f"no user {user!r} to run a sandbox as (.ci/run creates it)")
+            pytest.skip(f"no user {user!r} (useradd {user}, or set SEQMODELS_TEST_USER)")
+        command = ["runuser", "-u", user, "--", *command]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/")
+    assert result.returncode == 0, result.stderr[-2000:]
+    writable = json.loads(result.stdout)
+    assert {"/home/student", "/tmp", "/dev/shm", "/run/kernel"} <= set(writable)
+    _assert_small_tmpfs(writable)
+
+
+NONROOT = """
+import json, subprocess, tempfile
+from pathlib import Path
+from seqmodels.grading.sandbox import Sandbox
+sandbox = Sandbox(hidden_packages=["rapidfuzz"])  # one module hidden under a tmpfs
+with tempfile.TemporaryDirectory() as tmp:
+    run = Path(tmp)
+    sandbox.prepare(run, {})
+    walk = WRITABLE + "print(json.dumps(writable))"
+    argv = sandbox.bwrap_argv(run, run / "course", [sandbox.python(), "-c", walk])
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+print(result.stdout or result.stderr)
+"""
+
+
+def test_the_kernels_output_reaches_the_log_capped_and_escaped_and_never_the_grader(inside):
+    assert b"forged" not in inside["grader_output"] and b"x" * 100 not in inside["grader_output"]
+    assert any("sandboxed kernel's stdout: 'NOTE: When using" in line for line in inside["log"])
+    (flood,) = [line for line in inside["log"] if "forged" in line]
+    assert "the first 65,536 of 10,000,0" in flood and len(flood) < 100_000
+    assert "\x1b" not in flood and "\r" not in flood and "\n" not in flood
+    assert "\\x1b[2J[AutogradeApp | ERROR] forged\\r\\n" in flood
 
 
 def test_a_kernel_stream_is_drained_to_its_end_and_logged_capped():

@@ -7,17 +7,22 @@
   ``/opt/venv``), a copy of the course library without the implementations of graded functions
   (``Sandbox.hidden_modules``) and without the grader's own modules: importing those, by any
   means, raises an ImportError that says why; a read-only view of its own notebook folder copied into a
-  size-limited tmpfs working directory (``/home/student``), and tmpfs ``/tmp`` and ``/dev/shm``.
+  size-limited tmpfs working directory (``/home/student``), and tmpfs ``/tmp`` and ``/dev/shm``:
+  with ``/run/kernel`` below, the only folders it can write to (``/``, ``/dev`` and the empty
+  folders that hide modules are remounted read-only: as an ordinary user they would be tmpfs of
+  its own uid, as large as half the RAM).
   The course directory — solutions, references, the gradebook, other students, feedback,
   ``nbgrader_config.py`` — does not exist there, and nothing written there comes back;
 - its own network namespace (no network at all). The grader talks to it over Unix-domain sockets
   (jupyter_client's ``ipc`` transport) in ``/run/kernel``, a 1 MiB tmpfs of the sandbox's own,
-  which the grader reaches through ``/proc/<pid>/root``: nothing of the grader's disk is writable;
+  which the grader reaches through ``/proc/<pid>/root`` of bwrap's child once it has entered the
+  sandbox's root: nothing of the grader's disk is writable;
 - no descriptor of the grader: stdin is ``/dev/null``, stdout and stderr are pipes the grader
   drains, keeping a capped, escaped excerpt for its log; every other descriptor is closed;
 - a seccomp filter (built with libseccomp, `seccomp_filter`) refusing what no kernel needs: new
   namespaces (user namespaces above all: as an ordinary user bwrap also gets ``--disable-userns``),
-  ``ptrace``, ``mount``, ``bpf``, ``keyctl``, ``perf_event_open``, module loading and the like;
+  ``ptrace``, ``mount``, ``bpf``, ``keyctl``, ``perf_event_open``, module loading, ``personality``
+  other than the default and the like;
 - third-party modules its problem set's rules name (``Sandbox.hidden_packages``) replaced by a
   stub whose import raises ImportError;
 - its own PID, IPC and UTS namespaces: it can neither see nor signal the grader or other kernels,
@@ -35,6 +40,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import importlib.util
 import json
@@ -47,7 +53,6 @@ import sys
 import sysconfig
 import tempfile
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -69,7 +74,7 @@ GRADER_ONLY = [
 ]
 VENV = "/opt/venv"
 COURSE = "/run/course"  # the allowed course modules, read-only
-KERNEL = "/run/kernel"  # the kernel's Unix-domain sockets (the only folder the grader shares)
+KERNEL = "/run/kernel"  # the kernel's Unix-domain sockets, in a tmpfs of the sandbox's own
 CONNECTION = "/run/connection.json"
 SUBMISSION = "/run/submission"  # the student's notebook folder, read-only, copied to HOME
 HOME = "/home/student"
@@ -86,8 +91,13 @@ def seccomp_filter(path: Path) -> None:
     allow by default; refuse new namespaces (``clone`` with a ``CLONE_NEW*`` flag, ``unshare``,
     ``setns``; ``clone3`` gets ENOSYS, so the C library falls back to ``clone``), tracing other
     processes, mounts, kernel keyrings, eBPF, perf events, module loading, and the like."""
-    import pyseccomp as sc
-
+    try:
+        import pyseccomp as sc
+    except (ImportError, RuntimeError) as error:  # RuntimeError: no libseccomp.so.2
+        raise SandboxUnavailable(
+            f"the sandbox's seccomp filter needs pyseccomp and libseccomp2 ({error}): "
+            "pip install 'seqmodels[grading]'; Debian: apt-get install libseccomp2"
+        ) from error
     flt = sc.SyscallFilter(defaction=sc.ALLOW)
     refuse = sc.ERRNO(errno.EPERM)
     # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME (linux/sched.h)
@@ -110,13 +120,18 @@ def seccomp_filter(path: Path) -> None:
         "swapon", "swapoff", "reboot", "acct", "quotactl", "fanotify_init", "io_uring_setup",
         "io_uring_enter", "io_uring_register", "vhangup", "iopl", "ioperm", "settimeofday",
         "clock_settime", "clock_adjtime", "adjtimex", "move_mount", "open_tree", "fsopen",
-        "fsmount", "fspick", "mount_setattr",
+        "fsmount", "fspick", "mount_setattr", "fsconfig", "lookup_dcookie", "pidfd_getfd",
     ):  # fmt: skip
         try:
             flt.add_rule(refuse, name)
         except (RuntimeError, ValueError, OSError):
             pass  # a call this libseccomp or architecture does not know
     flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    # personality(x) only for x = 0 (the default) and 0xffffffff (a query): any other 32-bit x has
+    # a set bit followed, cyclically, by a clear one, and each such pair is one rule
+    for bit in range(32):
+        pair = 1 << bit | 1 << (bit + 1) % 32
+        flt.add_rule(refuse, "personality", sc.Arg(0, sc.MASKED_EQ, pair, 1 << bit))
     with open(path, "wb") as f:
         flt.export_bpf(f)
 
@@ -376,9 +391,8 @@ class Sandbox:
                 argv += ["--perms", "0755", "--dir", parent]
         for kind, source, dest in mounts:
             argv += [kind, source, dest] if source else [kind, dest]
-        for kind, source, dest in self.hidden_mounts(
-            run / "absent.py"
-        ):  # after the environment they cover
+        hidden = self.hidden_mounts(run / "absent.py")
+        for kind, source, dest in hidden:  # after the environment they cover
             argv += [kind, source, dest] if source else [kind, dest]
         argv += ["--proc", "/proc", "--dev", "/dev"]
         for device in sorted(Path("/dev").glob("nvidia*")):  # CUDA, when the machine has it
@@ -386,6 +400,11 @@ class Sandbox:
         tmpfs = (("/dev/shm", 64), ("/tmp", 64), (HOME, self.scratch_mb), (KERNEL, KERNEL_MB))
         for path, megabytes in tmpfs:
             argv += ["--perms", "1777", "--size", str(megabytes * 2**20), "--tmpfs", path]
+        # bwrap's tmpfs at / and /dev, and those covering hidden modules, belong to the sandbox's
+        # uid as an ordinary user, unlimited: read-only, like everything but the tmpfs above
+        covers = [dest for kind, _, dest in (*mounts, *hidden) if kind == "--tmpfs"]
+        for path in ("/dev", "/", *covers):
+            argv += ["--remount-ro", path]
         argv += ["--chdir", HOME]
         env = {
             "HOME": HOME,
@@ -475,13 +494,9 @@ class Sandbox:
         return self.describe()
 
     def prepare(self, run: Path, connection: dict) -> None:
-        """Lay out a kernel's private folder: staged course modules, socket folder, connection."""
+        """Lay out a kernel's private folder: staged course modules, connection file, filter."""
         (run / "course").mkdir()
         self.stage_course(run / "course")
-        ipc = run / "ipc"
-        ipc.mkdir(mode=0o700)
-        if os.geteuid() == 0:
-            os.chown(ipc, SANDBOX_UID, SANDBOX_UID)
         (run / "connection.json").write_text(json.dumps(connection))
         (run / "absent.py").write_text(STUB_SOURCE)
         (run / "absent.py").chmod(0o644)
@@ -534,7 +549,8 @@ class SandboxedKernelManager(CappedKernelManager):
         super().__init__(**kwargs)
         self.transport = "ipc"
         self._run = Path(tempfile.mkdtemp(prefix="seqmodels-kernel-"))
-        self.ip = str(self._run / "ipc" / "k")
+        # nothing is there: until the sandbox is reached, connecting to the kernel fails
+        self._nowhere = self.ip = str(self._run / "ipc" / "k")
         self.connection_file = str(self._run / "grader-connection.json")
         self._cgroup: Cgroup | None = None
         self._submission: Path | None = None
@@ -570,22 +586,22 @@ class SandboxedKernelManager(CappedKernelManager):
         process = self.provisioner.process
         for stream, name in ((process.stdout, "stdout"), (process.stderr, "stderr")):
             threading.Thread(target=self._drain, args=(stream, name), daemon=True).start()
-        self.ip = f"/proc/{self._inside_pid(process.pid)}/root{KERNEL}/k"
-
-    @staticmethod
-    def _inside_pid(bwrap: int, seconds: float = 10) -> int | str:
-        """A process in the sandbox's mount namespace (bwrap's child), through whose
-        ``/proc/<pid>/root`` the grader reaches the sockets in the sandbox's own tmpfs."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        # The sockets are in the sandbox's own tmpfs, reached through /proc/<pid>/root of bwrap's
+        # child, which lives in the sandbox's mount namespace as long as the sandbox: once that
+        # root is no longer the host's (bwrap pivots within milliseconds). If it never is, the
+        # grader connects to nothing, never to a path of the host's.
+        host = os.stat("/")
+        for _ in range(1000):
             try:
-                children = Path(f"/proc/{bwrap}/task/{bwrap}/children").read_text().split()
-            except OSError:
-                break  # bwrap already exited: the kernel never started
-            if children:
-                return int(children[0])
-            time.sleep(0.01)
-        return "self"  # no sandbox to reach: connecting fails and the kernel counts as dead
+                child = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+                root = os.stat(f"/proc/{child[0]}/root")
+                if (root.st_dev, root.st_ino) != (host.st_dev, host.st_ino):
+                    self.ip = f"/proc/{child[0]}/root{KERNEL}/k"
+                    return
+            except (OSError, IndexError):
+                if process.poll() is not None:
+                    return  # bwrap has exited: the kernel never started
+            await asyncio.sleep(0.01)
 
     def _drain(self, stream, name: str) -> None:
         """Read the kernel's `name` stream to its end; log its first `STDIO_KEEP` bytes, escaped."""
@@ -594,7 +610,7 @@ class SandboxedKernelManager(CappedKernelManager):
             while chunk := os.read(stream.fileno(), 2**16):
                 total += len(chunk)
                 kept += chunk[: max(0, STDIO_KEEP - len(kept))]
-        except OSError:
+        except (OSError, ValueError):  # ValueError: the provisioner closed it once bwrap exited
             pass
         finally:
             stream.close()
@@ -621,6 +637,7 @@ class SandboxedKernelManager(CappedKernelManager):
         return self.sandbox.bwrap_argv(self._run, submission, inner, self._seccomp.fileno())
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        self.ip = self._nowhere  # jupyter_client removes "<ip>-<port>": nothing through /proc
         await super()._async_cleanup_resources(restart=restart)
         self._release()
 
