@@ -164,3 +164,39 @@ def test_references_that_do_not_match_their_manifest_are_refused(tmp_path):
     tensors.write_bytes(bytes(data))
     with pytest.raises(references.ReferencesMismatch, match="does not match its manifest"):
         references.load(tmp_path / "references", "ps1")
+
+
+def test_only_schema_valid_capture_records_of_the_cells_task_are_read():
+    """A kernel's forged or malformed records are ignored, never trusted."""
+    from seqmodels.grading.capture import MIME
+    from seqmodels.grading.records import capture_records
+
+    def out(data, kind="display_data"):
+        return {"output_type": kind, "data": data, "metadata": {}}
+
+    good = {"task": "t", "kind": "case", "case": "c", "data": ""}
+    outputs = [
+        out({MIME: good}),
+        out({MIME: good, "text/html": "<script>"}),  # a second MIME type
+        out({MIME: {**good, "extra": 1}}),  # a field no Checker writes
+        out({MIME: {**good, "case": "x" * 10_000}}),  # over the size bound
+        out({MIME: {**good, "task": "other"}}),  # another task's record
+        out({MIME: good}, kind="execute_result"),
+    ]
+    assert list(capture_records(outputs, "t")) == [good]
+
+
+def test_a_case_captured_twice_fails_whatever_either_capture_holds():
+    """The test cell captures each case once: a second record (a hook's forgery) voids both."""
+    from seqmodels.grading.capture import MIME, _encode
+    from seqmodels.grading.preprocessors import JudgeCaptures
+
+    value = torch.ones(2)
+    record = {"task": "t", "kind": "case", "case": "c", "data": _encode({"": value})}
+    outputs = [{"output_type": "display_data", "data": {MIME: record}, "metadata": {}}] * 2
+    task = {"cases": ["c"], "points": 2, "functions": ["f"]}
+    grader = {"notes": {}, "scores": {}}
+    JudgeCaptures()._judge("g", "t", task, {"c": {"": value}}, outputs, [], grader)
+    assert grader["scores"]["g"] == (0.0, False)
+    JudgeCaptures()._judge("g", "t", task, {"c": {"": value}}, outputs[:1], [], grader)
+    assert grader["scores"]["g"] == (2.0, False)
