@@ -137,7 +137,13 @@ RULES: dict[str, Rule] = {
             "jiwer.*",
             "torchaudio.*",
         ),
-        modules=("rapidfuzz", "Levenshtein", "editdistance", "nltk", "jiwer"),  # difflib: unittest needs it
+        modules=(
+            "rapidfuzz",
+            "Levenshtein",
+            "editdistance",
+            "nltk",
+            "jiwer",
+        ),  # difflib: unittest needs it
         names=("rapidfuzz", "Levenshtein", "editdistance", "difflib", "nltk", "jiwer"),
     ),
 }
