@@ -279,7 +279,8 @@ def _glue_block(name, argument, options, content, res, attachments) -> list[str]
         if mime == "image/svg+xml" and data.lstrip().startswith("<"):  # text in outputs;
             data = base64.b64encode(data.encode("utf-8")).decode("ascii")  # base64 in attachments
         attachments[filename] = {mime: data}
-        lines.append(f"![{options.get('alt', key)}](attachment:{filename})")
+        alt = _inline(options.get("alt", key), res).replace("[", "(").replace("]", ")")
+        lines.append(f"![{alt}](attachment:{filename})")
     elif key in res.glue_markdown:
         lines.append(res.glue_markdown[key])
     elif key in res.glue:
@@ -359,6 +360,8 @@ def _role(name: str, content: str, res: Resolved) -> str:
             return title
         docname = target.lstrip("/").removesuffix(".md")
         return res.docs.get(docname) or res.docs.get(docname.split("/")[-1], target)
+    if name == "const":  # a declared constant (claims.py): its text as written
+        return content
     if name == "math":
         return f"${content}$"
     if name in {"sub", "subscript"}:

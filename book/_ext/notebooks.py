@@ -13,8 +13,9 @@ downloadable ``.ipynb`` that runs and reads like the page, generated from its on
   executed chapter, author–year citations, equation/figure numbers, admonitions as block quotes —
   and a first cell says what to install. Anything that cannot be resolved is a Sphinx warning (so
   ``-W`` fails the build). The file is rewritten only when its content changes.
-- `problem_sets` (the "Problem sets" page and its guarded downloads) and `site_assets` (phone and
-  search fixes) are set up from here too.
+- `problem_sets` (the "Problem sets" page and its guarded downloads), `site_assets` (phone and
+  search fixes) and `claims` (numbers in prose are glued or declared; asserted claims) are set up
+  from here too.
 """
 
 from __future__ import annotations
@@ -271,6 +272,7 @@ def _drop_duplicate_scripts(app: Sphinx, pagename, templatename, context, doctre
 def setup(app: Sphinx) -> dict:
     app.setup_extension("problem_sets")
     app.setup_extension("site_assets")
+    app.setup_extension("claims")
     app.connect("config-inited", _use_local_mathjax)
     app.connect("builder-inited", _placeholder_notebooks)
     app.connect("env-check-consistency", _render_notebooks)

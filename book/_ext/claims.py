@@ -1,0 +1,294 @@
+"""Numbers in a chapter's prose are claims: each is glued from execution or declared a constant.
+
+Two checks, run on every build (``-W`` turns each finding into a failed build):
+
+- **Stray numbers.** `stray_numbers` lists every digit-bearing token in a chapter's prose — text,
+  headings, table cells, admonitions, figure captions and alt text — that is not glued
+  (``{glue:text}``), not in math or code, and not declared a constant with ``{const}`2013```.
+  Names that contain digits (``float64``, ``G2P``, ``T5``), ordered-list markers and references to
+  the book's own structure (``Chapter 4``, ``Table 4.1``, ``Problem Set 2``) are not numbers about
+  results and pass.
+- **Asserted claims.** A sentence that compares or quantifies a computed value ("larger", "never",
+  "one in four") has a ``claim(name, holds, sentence)`` call (`seqmodels.glue.claim`) in a code cell
+  tagged ``remove-cell`` and ``claim`` beside it: a re-run that makes it false stops the chapter's
+  execution, so the build fails. `claims_report` lists each chapter's claims from the glue
+  ``claim(...)`` records, and the build writes it to ``_build/claims.md``; every claim cell must have
+  left its records.
+
+Nothing above imports Sphinx, so the rules are unit-testable; `setup` wires them into the build.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,}|:{3,})(?P<info>.*)$")
+OPTION = re.compile(r"^\s*:(?P<name>[\w-]+):(?P<value>.*)$")
+LABEL = re.compile(r"^\s*\([^)\s]+\)=\s*$")
+# Roles (glued values, citations, cross-references, declared constants), inline code, inline math
+INLINE_EXEMPT = re.compile(
+    r"\{[a-zA-Z][\w:.-]*\}`[^`]*`|`+[^`]+?`+|(?<![\\$])\$(?:[^$\n]|\n(?!\s*\n))+?\$"
+)
+LINK_TARGET = re.compile(r"\]\([^)\s]*\)|<https?://[^>\s]+>|https?://\S+")
+COMMENT = re.compile(r"<!--.*?-->|^\s*%.*$", re.S | re.M)
+LIST_MARKER = re.compile(r"^(\s*(?:[-*+>]\s+)*)\d+[.)](?=\s)")
+_N = r"\d+(?:\.\d+)*(?:'s)?"
+STRUCTURE = re.compile(
+    r"\b(?:Chapters?|Parts?|Problem Sets?|PS|Tables?|Figures?|Fig\.|Sections?|Exercises?|"
+    r"Equations?|Eq\.|Tasks?|Appendix)\s+" + _N + r"(?:\s*(?:,|and|or|–|-|to)\s*" + _N + r")*"
+)
+# a digit inside a name: float64, G2P, T5, w_3, h2
+IDENTIFIER = re.compile(r"(?<![\w.,-])[A-Za-z][A-Za-z_]*\d[\w]*")
+TOKEN = re.compile(r"\S*\d\S*")
+
+
+@dataclass(frozen=True)
+class Stray:
+    line: int  # 1-based line in the chapter's source
+    token: str
+    text: str  # the prose line, exempt parts removed
+
+
+def prose_lines(source: str) -> list[tuple[int, str]]:
+    """The lines of a MyST notebook that a reader reads as prose, with their 1-based numbers.
+
+    Dropped: the YAML header, code cells and code blocks, display math, labels, comments and
+    directive options except ``:alt:`` (alt text is prose). Kept: text, headings, tables,
+    admonition and figure bodies (captions).
+    """
+    lines = source.split("\n")
+    start = 0
+    if lines and lines[0].strip() == "---":
+        start = lines.index("---", 1) + 1 if "---" in lines[1:] else len(lines)
+    out: list[tuple[int, str]] = []
+    fences: list[tuple[str, bool]] = []  # (fence, is_prose) of each open block
+    in_math = False
+    for number in range(start, len(lines)):
+        line = lines[number]
+        stripped = line.strip()
+        match = FENCE.match(line)
+        if match and fences and _closes(match, fences[-1][0]):
+            fences.pop()
+            continue
+        if fences and not fences[-1][1]:
+            continue
+        if match:
+            info = match["info"].strip()
+            prose = info.startswith("{") and not re.match(r"\{(code|math|raw)", info)
+            fences.append((match["fence"], prose))
+            if prose and "}" in info and info.split("}", 1)[1].strip():
+                out.append((number + 1, info.split("}", 1)[1]))  # a directive's title
+            continue
+        if in_math or stripped.startswith("$$"):
+            ends = stripped.count("$$") % 2 == 1 if not in_math else "$$" in stripped
+            if stripped.startswith("$$") and not in_math:
+                in_math = stripped.count("$$") == 1
+            elif ends:
+                in_math = False
+            continue
+        if LABEL.match(line):
+            continue
+        option = OPTION.match(line)
+        if fences and option:
+            if option["name"] == "alt":
+                out.append((number + 1, option["value"]))
+            continue
+        out.append((number + 1, line))
+    return out
+
+
+def _closes(match: re.Match, fence: str) -> bool:
+    closing = match["fence"]
+    return closing[0] == fence[0] and len(closing) >= len(fence) and not match["info"].strip()
+
+
+def stray_numbers(source: str) -> list[Stray]:
+    """Every digit-bearing token of the prose that is neither glued, nor code or math, nor declared."""
+    source = COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), source)
+    kept = dict(prose_lines(source))
+    # one text with a blank line for every line that is not prose, so that inline math and roles
+    # that wrap onto the next line are found whole and line numbers stay right
+    text = "\n".join(kept.get(n, "") for n in range(1, source.count("\n") + 2))
+    text = INLINE_EXEMPT.sub(lambda m: " " + "\n" * m.group(0).count("\n"), text)
+    found = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = LINK_TARGET.sub("]", line)
+        line = LIST_MARKER.sub(r"\1", line)
+        line = STRUCTURE.sub(" ", line)
+        line = IDENTIFIER.sub(" ", line)
+        for token in TOKEN.findall(line):
+            found.append(Stray(number, token, line.strip()))
+    return found
+
+
+CLAIM_PREFIX = "claim-"
+
+
+def claim_cells(source: str) -> int:
+    """How many code cells of a MyST notebook are tagged ``claim``."""
+    return len(re.findall(r"^```\{code-cell\}[^\n]*\n(?::tags:[^\n]*\bclaim\b)", source, re.M))
+
+
+def claims_of(glue: dict) -> dict[str, str]:
+    """``{name: sentence}`` of the claims an executed chapter recorded (from its ``.glue.json``)."""
+    out = {}
+    for key, output in glue.items():
+        if key.startswith(CLAIM_PREFIX):
+            data = output.get("data", {}) if isinstance(output, dict) else {}
+            out[key.removeprefix(CLAIM_PREFIX)] = str(data.get("text/plain", "")).strip("'\"")
+    return out
+
+
+def claims_report(chapters: dict[str, dict[str, str]]) -> str:
+    """The Markdown record of every chapter's asserted claims."""
+    total = sum(len(c) for c in chapters.values())
+    lines = [
+        "# Asserted claims",
+        "",
+        f"Each sentence below is asserted by the executed chapter (`seqmodels.glue.claim`); "
+        f"{total} in all. The build fails if a re-run makes one false.",
+    ]
+    for chapter, claims in chapters.items():
+        lines += ["", f"## {chapter} ({len(claims)})", ""]
+        lines += [f"- `{name}`: {sentence}" for name, sentence in sorted(claims.items())]
+    return "\n".join(lines) + "\n"
+
+
+GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`(?P<content>[^`]+)`")
+
+
+def glue_keys_used(source: str) -> set[str]:
+    """The glue keys a MyST source reads, in roles, figure directives and alt text."""
+    keys = set()
+    for m in GLUE_ROLE.finditer(source):
+        key = m["content"].split("::")[-1]
+        keys.add(key.rsplit(":", 1)[0] if ":" in key else key)
+    for m in re.finditer(r"^\s*(?:`{3,}|:{3,})\{glue(?::\w+)?\}\s*(\S+)", source, re.M):
+        keys.add(m.group(1).split("::")[-1])
+    return {k.strip() for k in keys}
+
+
+def glued_in(notebook) -> dict[str, dict]:
+    """``{key: output}`` of every value an executed notebook glued (myst-nb's scrapbook records)."""
+    found = {}
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name:
+                data = {
+                    mime.removeprefix("application/papermill.record/"): value
+                    for mime, value in output.get("data", {}).items()
+                }
+                found[name] = {"data": data}
+    return found
+
+
+def check_chapter(path: Path, execute: bool = False) -> list[str]:
+    """What an author sees before a build: stray numbers; with `execute`, missing glue and claims."""
+    source = path.read_text(encoding="utf-8")
+    problems = [
+        f"{path}:{s.line}: number {s.token!r} is neither glued nor a {{const}}: {s.text[:90]}"
+        for s in stray_numbers(source)
+    ]
+    if execute:
+        import jupytext
+        from nbclient import NotebookClient
+
+        notebook = jupytext.reads(source, fmt="md:myst")
+        NotebookClient(
+            notebook, timeout=600, resources={"metadata": {"path": str(path.parent)}}
+        ).execute()
+        glued = glued_in(notebook)
+        problems += [
+            f"{path}: glue key {k!r} has no value"
+            for k in sorted(glue_keys_used(source) - set(glued))
+        ]
+        claims = claims_of(glued)
+        problems += [f"{path}: {claim_cells(source)} claim cells, {len(claims)} claims recorded"]
+        problems += [f"  claim {name}: {sentence}" for name, sentence in sorted(claims.items())]
+    return problems
+
+
+# -- Sphinx ----------------------------------------------------------------------------------------
+
+
+def _const_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    from docutils import nodes
+
+    return [nodes.Text(text)], []
+
+
+def _check(app, env) -> None:
+    from sphinx.util import logging
+
+    logger = logging.getLogger(__name__)
+    root = Path(app.srcdir)
+    records = {}
+    for docname in sorted(env.found_docs):
+        path = root / f"{docname}.md"
+        if not docname.split("/")[-1].startswith("ch") or not path.is_file():
+            continue
+        source = path.read_text(encoding="utf-8")
+        for stray in stray_numbers(source):
+            logger.warning(
+                f"number {stray.token!r} in prose is neither glued nor a {{const}}: {stray.text[:100]}",
+                location=(docname, stray.line),
+                type="claims",
+                subtype="number",
+            )
+        glue_file = Path(app.outdir).parent / "jupyter_execute" / f"{docname}.glue.json"
+        glue = json.loads(glue_file.read_text(encoding="utf-8")) if glue_file.is_file() else {}
+        claims = claims_of(glue)
+        cells = claim_cells(source)
+        if cells and not claims:
+            logger.warning(
+                f"{cells} cells are tagged 'claim' but the executed chapter recorded no claim",
+                location=docname,
+                type="claims",
+            )
+        records[docname.split("/")[-1]] = claims
+    report = Path(app.outdir).parent / "claims.md"
+    report.write_text(claims_report(records), encoding="utf-8")
+
+
+def _alt_text(app, doctree, docname) -> None:
+    """Glued values in alt text: ``:alt:`` is a plain string, so its roles are resolved here."""
+    from docutils import nodes
+    from myst_markdown import Resolved, _inline
+    from myst_nb.core.variables import format_plain_text
+    from sphinx.util import logging
+
+    images = [n for n in doctree.findall(nodes.image) if "{glue" in n.get("alt", "")]
+    if not images:
+        return
+    glue_file = Path(app.outdir).parent / "jupyter_execute" / f"{docname}.glue.json"
+    glue = json.loads(glue_file.read_text(encoding="utf-8")) if glue_file.is_file() else {}
+    res = Resolved(format_glue=format_plain_text)
+    res.glue = {k: v.get("data", {}).get("text/plain", "") for k, v in glue.items()}
+    for image in images:
+        image["alt"] = _inline(image["alt"], res)
+    for problem in res.problems:
+        logging.getLogger(__name__).warning(f"alt text: {problem}", location=docname, type="claims")
+
+
+def setup(app) -> dict:
+    app.add_role("const", _const_role)
+    app.connect("env-check-consistency", _check)
+    app.connect("doctree-resolved", _alt_text)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="Check chapters' prose numbers (and claims).")
+    parser.add_argument("chapters", nargs="+", type=Path)
+    parser.add_argument("--execute", action="store_true", help="also run the chapter: glue, claims")
+    args = parser.parse_args()
+    found = [p for chapter in args.chapters for p in check_chapter(chapter, args.execute)]
+    print("\n".join(found) or "no stray numbers")
+    sys.exit(1 if any("number " in p or "has no value" in p for p in found) else 0)
