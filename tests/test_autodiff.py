@@ -126,6 +126,21 @@ def test_a_node_used_twice_gets_both_gradients():
     _check(lambda x: (x + x.tanh()).sum(), lambda x: (x + torch.tanh(x)).sum(), x)
 
 
+def test_backward_twice_adds_the_gradient_twice_as_torch_does():
+    x0 = torch.randn(2, 3, dtype=torch.float64)
+    w0 = torch.randn(3, 4, dtype=torch.float64)
+    x, w = Node(x0), Node(w0)
+    loss = (x @ w).tanh().log_softmax().sum()
+    loss.backward()
+    loss.backward()
+    xt, wt = x0.clone().requires_grad_(), w0.clone().requires_grad_()
+    torch_loss = torch.log_softmax(torch.tanh(xt @ wt), -1).sum()
+    torch_loss.backward(retain_graph=True)
+    torch_loss.backward()
+    torch.testing.assert_close(x.grad, xt.grad)
+    torch.testing.assert_close(w.grad, wt.grad)
+
+
 def _ffn(direct=True, seed=0):
     torch.manual_seed(seed)
     model = FeedForwardLM(vocab_size=9, context_size=3, embed_dim=4, hidden_dim=5, direct=direct)

@@ -222,6 +222,10 @@ def test_transforms_on_batches_and_edge_values():
             assert torch.equal(out[idx], f(logits[idx]))
     assert torch.equal(top_k_filter(logits, 11), logits)
     assert torch.equal(top_p_filter(logits, 1.0), logits)
+    # p = 1 keeps even a token whose share is below float64's resolution of the running sum
+    far = torch.tensor([0.0, -40.0, -80.0, -800.0])
+    assert torch.equal(top_p_filter(far, 1.0), far)
+    assert top_p_filter(far, 0.5).isfinite().tolist() == [True, False, False, False]
     tie = torch.tensor([1.0, 3.0, 3.0, 0.0])
     assert top_k_filter(tie, 1).isfinite().tolist() == [False, True, True, False]
     assert top_p_filter(tie, 0.3).isfinite().tolist() == [False, True, True, False]

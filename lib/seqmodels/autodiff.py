@@ -161,10 +161,12 @@ class Node:
         return order
 
     def backward(self, grad: torch.Tensor | None = None) -> None:
-        r"""Accumulate $\partial L/\partial v$ into ``v.grad`` for every node $v$ that $L$ = this node depends on.
+        r"""Accumulate $\partial L/\partial v$ into ``v.grad`` for every leaf $v$ that $L$ = this node depends on.
 
-        `grad` is $\partial L/\partial\,$self; it defaults to 1 for a scalar. Gradients add up across
-        calls, as in torch: zero them (:func:`zero_grad`) between steps.
+        `grad` is $\partial L/\partial\,$self; it defaults to 1 for a scalar. Leaves' gradients add up
+        across calls, as in torch: a second call adds the same gradient again (twice the first), so
+        zero them (:func:`zero_grad`) between steps. The nodes in between hold this call's gradient
+        only: they are zeroed before it is sent back through them.
         """
         if grad is None:
             if self.value.numel() != 1:
@@ -174,8 +176,12 @@ class Node:
             grad = torch.ones_like(self.value)
         if grad.shape != self.shape:
             raise ValueError(f"expected grad of shape {tuple(self.shape)}, got {tuple(grad.shape)}")
+        order = self.topological_order()
+        for node in order:
+            if node.parents:
+                node.grad = torch.zeros_like(node.value)
         self.grad += grad.to(self.value.dtype)
-        for node in reversed(self.topological_order()):
+        for node in reversed(order):
             node._backward()
 
 

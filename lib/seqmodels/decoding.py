@@ -101,11 +101,15 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     *strictly more probable* than $i$ is $< p$ (eq-ch9-top-p).
 
     That is the smallest set of most probable tokens whose mass is $\ge p$, with tied tokens all
-    kept; the most probable token is always kept. Probabilities are ``softmax(logits)`` in float64.
-    `logits: (..., V)`; $0 < p \le 1$."""
+    kept; the most probable token is always kept, and $p = 1$ keeps every token (the identity: the
+    tokens more probable than any token hold less than all the mass, however small its own share,
+    though in float64 a share below about 1e-16 would not change the running sum).
+    Probabilities are ``softmax(logits)`` in float64. `logits: (..., V)`; $0 < p \le 1$."""
     _check_logits(logits)
     if isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
         raise ValueError(f"expected 0 < p <= 1, got {p!r}")
+    if p == 1:
+        return logits.clone()
     descending, order, larger = _count_larger(torch.softmax(logits.double(), dim=-1))
     # top_mass[..., j] = total probability of the j most probable tokens (j = 0 .. V)
     top_mass = torch.cat([torch.zeros_like(descending[..., :1]), descending.cumsum(-1)], dim=-1)
