@@ -30,7 +30,7 @@ OPTION = re.compile(r"^\s*:(?P<name>[\w-]+):(?P<value>.*)$")
 LABEL = re.compile(r"^\s*\([^)\s]+\)=\s*$")
 # Roles (glued values, citations, cross-references, declared constants), inline code, inline math
 INLINE_EXEMPT = re.compile(
-    r"\{[a-zA-Z][\w:.-]*\}`[^`]*`|`+[^`]+?`+|(?<![\\$])\$(?:[^$\n]|\n(?!\s*\n))+?\$"
+    r"\{[a-zA-Z][\w:.-]*\}`[^`]*`|`+[^`]+?`+|\$\$[^$]+?\$\$|(?<![\\$])\$(?:[^$\n]|\n(?!\s*\n))+?\$"
 )
 LINK_TARGET = re.compile(r"\]\([^)\s]*\)|<https?://[^>\s]+>|https?://\S+")
 COMMENT = re.compile(r"<!--.*?-->|^\s*%.*$", re.S | re.M)
@@ -157,7 +157,7 @@ def claims_report(chapters: dict[str, dict[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`(?P<content>[^`]+)`")
+GLUE_ROLE = re.compile(r"\{glue(?::\w*)?\}`(?P<content>[^`]+)`")
 
 
 def glue_keys_used(source: str) -> set[str]:
@@ -275,7 +275,10 @@ def _alt_text(app, doctree, docname) -> None:
 
 
 def setup(app) -> dict:
+    # `const` would otherwise resolve to Python's py:const (the default domain's), which the book
+    # never uses as a cross-reference
     app.add_role("const", _const_role)
+    app.add_role_to_domain("py", "const", _const_role, override=True)
     app.connect("env-check-consistency", _check)
     app.connect("doctree-resolved", _alt_text)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

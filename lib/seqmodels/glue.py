@@ -40,14 +40,18 @@ def claim(name: str, holds: object, sentence: str) -> None:
     try:
         holds = bool(holds)
     except (TypeError, RuntimeError, ValueError) as error:  # a tensor of many values, say
-        raise TypeError(f"claim {name!r}: expected a truth value, got {type(holds).__name__}") from error
+        raise TypeError(
+            f"claim {name!r}: expected a truth value, got {type(holds).__name__}"
+        ) from error
     try:
         import myst_nb  # noqa: F401
     except ImportError:
         if not holds:
             import warnings
 
-            warnings.warn(f"on this run the page's sentence does not hold: {sentence}", stacklevel=2)
+            warnings.warn(
+                f"on this run the page's sentence does not hold: {sentence}", stacklevel=2
+            )
         return
     if not holds:
         raise ClaimFailed(f"claim {name!r} is false on this run: {sentence}")

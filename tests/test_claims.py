@@ -1,0 +1,192 @@
+"""Numbers in prose are claims: the static check of stray numbers, `claim`, and both in a build."""
+
+import re
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from tiny_book import build_tiny_book
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+
+from claims import claim_cells, claims_report, glue_keys_used, stray_numbers  # noqa: E402
+
+from seqmodels.glue import ClaimFailed, claim  # noqa: E402
+
+HEADER = """\
+---
+jupytext:
+  text_representation: {extension: .md, format_name: myst}
+kernelspec: {display_name: Python 3, language: python, name: python3}
+---
+"""
+
+
+def tokens(markdown: str) -> list[str]:
+    return [s.token for s in stray_numbers(HEADER + markdown)]
+
+
+def test_numbers_in_prose_tables_captions_and_alt_text_are_stray():
+    text = """\
+# Results after 400 steps
+
+The model reaches 12.5 nats, about 3× the bound.
+
+| model | perplexity |
+|---|---|
+| RNN | 41.2 |
+
+```{figure} fig.png
+:alt: A line falling from 1e-12 to 2.
+:width: 400px
+:name: fig-x
+
+Caption with 7 points.
+```
+"""
+    assert tokens(text) == ["400", "12.5", "3×", "41.2", "1e-12", "2.", "7"]
+
+
+def test_glued_declared_math_code_names_and_structure_are_not():
+    text = """\
+1. We train for {glue:text}`steps:,` steps, as {cite:t}`x2013` did in {const}`2013`.
+2. Math $W_{11} + 2$ and $$x = 3$$ and inline `n = 5` code are exempt, so is $a +
+   1$ across lines.
+
+In float64, G2P and T5 names, Chapter 4's table, Table 4.1, Chapters 2 and 3, Problem Set 2,
+Fig. 2.5 and [a link](https://example.com/v2/3) pass.
+
+(label-1)=
+
+$$
+y = 42
+$$ (eq-1)
+
+```{code-cell} ipython3
+x = 99
+```
+
+```python
+print(77)
+```
+<!-- a comment with 5 -->
+"""
+    assert tokens(text) == []
+
+
+def test_lines_are_those_of_the_source():
+    (stray,) = stray_numbers(HEADER + "Line one.\n\nLine three has 3.\n")
+    assert stray.line == HEADER.count("\n") + 3 and stray.token == "3."
+
+
+def test_claim_cells_and_glue_keys_are_found():
+    source = (
+        "```{code-cell} ipython3\n:tags: [remove-cell, claim]\n\nclaim('a', True, 'A.')\n```\n"
+        "```{code-cell} ipython3\n:tags: [remove-cell]\n\nx = 1\n```\n"
+        "Text {glue:text}`k1:.2f` and {glue:}`k2` and {glue:md}`nb::k3`.\n"
+        "```{glue:figure} k4\n:alt: {glue:text}`k5:.0f` points\n```\n"
+    )
+    assert claim_cells(source) == 1
+    assert glue_keys_used(source) == {"k1", "k2", "k3", "k4", "k5"}
+
+
+def test_the_report_lists_each_chapter_and_its_claims():
+    report = claims_report({"ch01": {"b": "B holds.", "a": "A holds."}, "ch02": {}})
+    assert "2 in all" in report and "## ch01 (2)" in report and "## ch02 (0)" in report
+    assert report.index("`a`: A holds.") < report.index("`b`: B holds.")
+
+
+def test_a_true_claim_is_recorded_and_a_false_one_fails(monkeypatch):
+    pytest.importorskip("myst_nb")
+    import myst_nb.ext.glue as myst_glue
+
+    published = []
+    monkeypatch.setattr(
+        myst_glue, "ipy_display", lambda data, raw, metadata: published.append(metadata)
+    )
+    claim("ch0-small", torch.tensor(2.0) < 3, "Two is less than three.")
+    assert published[0]["scrapbook"]["name"] == "claim-ch0-small"
+    with pytest.raises(ClaimFailed, match="ch0-big.*Two is more"):
+        claim("ch0-big", 2 > 3, "Two is more than three.")
+
+
+def test_claims_are_checked_for_name_and_truth_value():
+    with pytest.raises(ValueError, match="claim name"):
+        claim("has space", True, "x")
+    with pytest.raises(TypeError, match="truth value"):
+        claim("ch0-tensor", torch.ones(3) > 0, "x")
+
+
+def test_without_myst_nb_a_false_claim_only_warns(monkeypatch):
+    monkeypatch.setitem(sys.modules, "myst_nb", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        claim("ch0-big", False, "Two is more than three.")
+    assert "does not hold" in str(caught[0].message)
+
+
+@pytest.mark.parametrize("chapter", sorted((ROOT / "book").glob("ch*.md")), ids=lambda p: p.stem)
+def test_every_number_in_a_chapters_prose_is_glued_or_declared(chapter):
+    strays = stray_numbers(chapter.read_text(encoding="utf-8"))
+    assert not strays, "\n".join(f"{chapter.name}:{s.line}: {s.token!r}  {s.text}" for s in strays)
+
+
+@pytest.mark.parametrize("chapter", sorted((ROOT / "book").glob("ch*.md")), ids=lambda p: p.stem)
+def test_every_chapter_asserts_its_claims(chapter):
+    source = chapter.read_text(encoding="utf-8")
+    assert claim_cells(source) >= 3, f"{chapter.name}: expected claim cells beside its comparisons"
+    for cell in re.findall(r":tags: \[[^\]]*\bclaim\b[^\]]*\]\n(.*?)\n```", source, re.S):
+        assert "claim(" in cell, f"{chapter.name}: a cell tagged 'claim' asserts nothing:\n{cell}"
+
+
+TINY = """\
+# A chapter with claims
+
+```{{code-cell}} ipython3
+from seqmodels.glue import claim, glue
+glue("n_points", 7, display=False)
+import matplotlib.pyplot as plt
+fig, ax = plt.subplots()
+ax.plot([1, 2])
+glue("fig_line", fig, display=False)
+```
+
+There are {{glue:text}}`n_points` points, since {{const}}`2013`. {extra}
+
+```{{glue:figure}} fig_line
+:alt: A line through {{glue:text}}`n_points` points.
+
+A line.
+```
+
+```{{code-cell}} ipython3
+:tags: [remove-cell, claim]
+
+claim("tiny-few", {holds}, "There are few points.")
+```
+"""
+
+
+@pytest.mark.book
+def test_claims_in_a_build(tmp_path):
+    good = tmp_path / "good"
+    good.mkdir()
+    result = build_tiny_book(good, {"ch99_tiny": HEADER + TINY.format(extra="", holds="7 < 10")})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    html = (good / "_build" / "html" / "book" / "ch99_tiny.html").read_text()
+    assert 'alt="A line through 7 points."' in html and "since 2013." in html
+    assert "`tiny-few`: There are few points." in (good / "_build" / "claims.md").read_text()
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    result = build_tiny_book(
+        bad, {"ch99_tiny": HEADER + TINY.format(extra="Then 12 more.", holds="7 > 10")}
+    )
+    log = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "'12'" in log and "neither glued nor a {const}" in log
+    assert "claim 'tiny-few' is false" in log
