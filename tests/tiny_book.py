@@ -15,7 +15,7 @@ def build_tiny_book(root: Path, pages: dict[str, str]) -> subprocess.CompletedPr
     """Build a book in `root` whose pages are `pages` ({name: Markdown}, in order) after an intro."""
     (root / "book").mkdir(exist_ok=True)
     shutil.copy(ROOT / "_config.yml", root)
-    shutil.copytree(ROOT / "book" / "_ext", root / "book" / "_ext")
+    shutil.copytree(ROOT / "book" / "_ext", root / "book" / "_ext", dirs_exist_ok=True)
     for name in ("references.bib", "favicon.svg"):
         shutil.copy(ROOT / "book" / name, root / "book")
     (root / "book" / "intro.md").write_text("# Intro\n\nA test book.\n")
@@ -28,4 +28,5 @@ def build_tiny_book(root: Path, pages: dict[str, str]) -> subprocess.CompletedPr
         capture_output=True,
         text=True,
         timeout=600,
+        cwd=root,  # the execution cache (_build/.jupyter_cache) is relative to the working folder
     )

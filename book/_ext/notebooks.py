@@ -14,7 +14,8 @@ downloadable ``.ipynb`` that runs and reads like the page, generated from its on
   and a first cell says what to install. Anything that cannot be resolved is a Sphinx warning (so
   ``-W`` fails the build). The file is rewritten only when its content changes.
 - `problem_sets` (the "Problem sets" page and its guarded downloads), `site_assets` (phone and
-  search fixes) and `claims` (numbers in prose are glued or declared; asserted claims) are set up
+  search fixes), `claims` (numbers in prose are glued or declared; asserted claims) and
+  `execution_cache` (a chapter re-executes when the library modules it imports change) are set up
   from here too.
 """
 
@@ -273,6 +274,7 @@ def setup(app: Sphinx) -> dict:
     app.setup_extension("problem_sets")
     app.setup_extension("site_assets")
     app.setup_extension("claims")
+    app.setup_extension("execution_cache")
     app.connect("config-inited", _use_local_mathjax)
     app.connect("builder-inited", _placeholder_notebooks)
     app.connect("env-check-consistency", _render_notebooks)

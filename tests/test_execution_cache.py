@@ -1,0 +1,99 @@
+"""A chapter re-executes when a library module it reaches changes, and only then."""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiny_book import build_tiny_book
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+
+from execution_cache import chapter_key, chapter_modules  # noqa: E402
+
+CHAPTERS = sorted((ROOT / "book").glob("ch*.md"))
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    copy = tmp_path_factory.mktemp("lib")
+    shutil.copytree(ROOT / "lib" / "seqmodels", copy / "seqmodels")
+    return copy
+
+
+def keys(lib: Path) -> dict[str, str]:
+    requirements = ROOT / "requirements.txt"
+    return {c.stem: chapter_key(c.read_text(encoding="utf-8"), lib, requirements) for c in CHAPTERS}
+
+
+def changed_by(lib: Path, relative: str) -> set[str]:
+    before = keys(lib)
+    path = lib / "seqmodels" / relative
+    original = path.read_bytes()
+    path.write_bytes(original + b"\n# an edit\n")
+    try:
+        after = keys(lib)
+    finally:
+        path.write_bytes(original)
+    return {name for name in before if before[name] != after[name]}
+
+
+def test_a_change_to_decoding_re_executes_only_the_decoding_chapter(lib):
+    assert changed_by(lib, "decoding.py") == {"ch09_decoding"}
+
+
+def test_a_module_every_chapter_reaches_re_executes_all_of_them(lib):
+    assert changed_by(lib, "glue.py") == {c.stem for c in CHAPTERS}
+
+
+def test_imports_are_followed_through_other_modules_and_package_data(lib):
+    # ch04 imports seqmodels.rnn, whose own imports reach seqmodels.padding
+    source = (ROOT / "book" / "ch04_gradients.md").read_text(encoding="utf-8")
+    assert "seqmodels.padding" in chapter_modules(source, lib)
+    reached_results = {
+        c.stem for c in CHAPTERS if "seqmodels.results" in chapter_modules(c.read_text(), lib)
+    }
+    assert changed_by(lib, "results/ch09_g2p_beam.json") == reached_results
+    assert "ch02_backprop" not in reached_results  # it quotes no stored run
+
+
+def test_relative_and_lazy_imports_count():
+    text = "```{code-cell} ipython3\ndef f():\n    from seqmodels.glue import glue\n```\n"
+    lib = ROOT / "lib"
+    assert set(chapter_modules(text, lib)) == {"seqmodels", "seqmodels.glue"}
+
+
+TINY = """\
+---
+jupytext:
+  text_representation: {{extension: .md, format_name: myst}}
+kernelspec: {{display_name: Python 3, language: python, name: python3}}
+---
+# Chapter {n}
+
+```{{code-cell}} ipython3
+from seqmodels.metrics import perplexity
+print(perplexity(0.0, {n}))
+```
+"""
+
+
+@pytest.mark.book
+def test_a_changed_key_re_executes_that_chapter_and_no_other(tmp_path):
+    pages = {"ch97_one": TINY.format(n=1), "ch98_two": TINY.format(n=2)}
+    first = build_tiny_book(tmp_path, pages)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    keys_file = tmp_path / "_build" / ".jupyter_cache" / "chapter_keys.json"
+    recorded = json.loads(keys_file.read_text())
+    assert len(recorded) == 2
+    one = next(p for p in recorded if p.endswith("ch97_one.md"))
+    recorded[one] = "a stale key"  # as if a module ch97 imports had changed
+    keys_file.write_text(json.dumps(recorded))
+    second = build_tiny_book(tmp_path, pages)
+    log = second.stdout + second.stderr
+    assert second.returncode == 0, log[-3000:]
+    assert "library code changed for: ch97_one;" in log
+    assert log.count("Executed notebook") == 1 and log.count("Using cached notebook") == 1
