@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p.stem for p in (ROOT / "book").glob("ch*.md"))
 MYST_LEFTOVERS = [
     "{glue",
+    "{const}",
     "{cite",
     "{eq}",
     "{numref}",

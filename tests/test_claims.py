@@ -17,6 +17,8 @@ from claims import claim_cells, claims_report, glue_keys_used, stray_numbers  # 
 
 from seqmodels.glue import ClaimFailed, claim  # noqa: E402
 
+CHAPTERS = sorted((ROOT / "book").glob("ch*.md"))
+
 HEADER = """\
 ---
 jupytext:
@@ -129,13 +131,13 @@ def test_without_myst_nb_a_false_claim_only_warns(monkeypatch):
     assert "does not hold" in str(caught[0].message)
 
 
-@pytest.mark.parametrize("chapter", sorted((ROOT / "book").glob("ch*.md")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
 def test_every_number_in_a_chapters_prose_is_glued_or_declared(chapter):
     strays = stray_numbers(chapter.read_text(encoding="utf-8"))
     assert not strays, "\n".join(f"{chapter.name}:{s.line}: {s.token!r}  {s.text}" for s in strays)
 
 
-@pytest.mark.parametrize("chapter", sorted((ROOT / "book").glob("ch*.md")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
 def test_every_chapter_asserts_its_claims(chapter):
     source = chapter.read_text(encoding="utf-8")
     assert claim_cells(source) >= 3, f"{chapter.name}: expected claim cells beside its comparisons"
@@ -190,3 +192,16 @@ def test_claims_in_a_build(tmp_path):
     assert result.returncode != 0
     assert "'12'" in log and "neither glued nor a {const}" in log
     assert "claim 'tiny-few' is false" in log
+
+
+@pytest.mark.built
+def test_the_built_book_recorded_every_chapters_claims():
+    report = ROOT / "_build" / "claims.md"
+    if not report.is_file():
+        pytest.fail(f"{report} is missing: run `make book` first")
+    text = report.read_text(encoding="utf-8")
+    for chapter in CHAPTERS:
+        cells = claim_cells(chapter.read_text(encoding="utf-8"))
+        match = re.search(rf"^## {chapter.stem} \((\d+)\)$", text, re.M)
+        assert match, f"{chapter.stem} is missing from {report}"
+        assert int(match[1]) >= cells, f"{chapter.stem}: {cells} claim cells, {match[1]} claims"
