@@ -1,11 +1,14 @@
 """Grading throughput: submissions per minute, with and without the sandbox, against plain nbgrader.
 
-    .venv/bin/python benchmarks/grading_throughput.py --students 12
+    .venv/bin/python benchmarks/grading_throughput.py --students 12 [--ps ps5]
 
-Builds a temporary copy of the course with `--students` copies of the PS1 solution as submissions,
-then times `python -m seqmodels.grading.run` sandboxed and with `--unsafe-no-sandbox`, with 1 job
-and with all cores, and plain `nbgrader autograde` (stock preprocessors, serial) on the same
-submissions. Prints a table, the sandbox's overhead and the parallel sandboxed run against stock.
+Builds a temporary copy of the course with `--students` copies of a problem set's solution as
+submissions, then times `python -m seqmodels.grading.run` sandboxed and with `--unsafe-no-sandbox`,
+with 1 job and with all cores, and plain `nbgrader autograde` (stock preprocessors, serial) on the
+same submissions. Beside them, the limit any grader can approach on this machine: the same answer
+and test code (the solution notebook, hidden tests included) run once per student in one warm
+interpreter with torch already imported — no kernel, no sandbox, no nbgrader — on every core.
+Prints a table, the sandbox's overhead and the parallel runs against stock and against the limit.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from ps1_submissions import fill, solution_answers  # noqa: E402
+from grading_helpers import release_and_answers  # noqa: E402
+from ps1_submissions import fill  # noqa: E402
 
 BIN = Path(sys.executable).parent
 # nbgrader calls `alembic` by name: the virtual environment's bin must be on PATH
@@ -41,7 +45,7 @@ c.CourseDirectory.db_url = "sqlite:///{root}/grading/gradebook.db"
 """
 
 
-def make_course(students: int, stock: bool) -> Path:
+def make_course(students: int, stock: bool, ps: str) -> Path:
     root = Path(tempfile.mkdtemp(prefix="grading-bench-"))
     shutil.copytree(ROOT / "solutions", root / "solutions")
     if stock:
@@ -50,19 +54,59 @@ def make_course(students: int, stock: bool) -> Path:
     else:
         shutil.copy(ROOT / "nbgrader_config.py", root)
     subprocess.run(
-        [BIN / "nbgrader", "generate_assignment", "ps1", "--force", "--log-level=ERROR"],
+        [BIN / "nbgrader", "generate_assignment", ps, "--force", "--log-level=ERROR"],
         cwd=root,
         check=True,
         env=ENV,
     )
-    source = nbformat.read(root / "solutions/ps1/ps1.ipynb", as_version=4)
-    release = nbformat.read(root / "assignments/ps1/ps1.ipynb", as_version=4)
-    submission = nbformat.writes(fill(release, solution_answers(source)))
+    release, answers = release_and_answers(root, ps)
+    submission = nbformat.writes(fill(release, answers))
     for i in range(students):
-        folder = root / "grading" / "submitted" / f"student{i:03d}" / "ps1"
+        folder = root / "grading" / "submitted" / f"student{i:03d}" / ps
         folder.mkdir(parents=True)
-        (folder / "ps1.ipynb").write_text(submission)
+        (folder / f"{ps}.ipynb").write_text(submission)
     return root
+
+
+WARM = """
+import contextlib, io, sys, time
+import nbformat, torch  # noqa: F401 - imported once, before the clock starts
+cells = [c.source for c in nbformat.read(sys.argv[1], as_version=4).cells if c.cell_type == "code"]
+code = [compile(c, f"cell{i}", "exec") for i, c in enumerate(cells)]
+start = time.perf_counter()
+for _ in range(int(sys.argv[2])):
+    namespace = {"__name__": "__main__"}
+    with contextlib.redirect_stdout(io.StringIO()):
+        for c in code:
+            exec(c, namespace)
+print(time.perf_counter() - start)
+"""
+
+
+def warm_limit(students: int, ps: str, cores: int) -> float:
+    """Seconds for `students` runs of the solution notebook's code in warm interpreters, all cores."""
+    notebook = ROOT / "solutions" / ps / f"{ps}.ipynb"
+    shares = [students // cores + (i < students % cores) for i in range(cores)]
+    start = time.perf_counter()
+    runs = [
+        subprocess.Popen(
+            [BIN / "python", "-c", WARM, notebook, str(n)],
+            cwd=notebook.parent,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,  # the trace's profiler logs each start and stop there
+            text=True,
+            env={**ENV, "OMP_NUM_THREADS": "1"},
+        )
+        for n in shares
+        if n
+    ]
+    for run in runs:
+        _, errors = run.communicate()
+        if run.returncode:
+            raise RuntimeError(
+                f"the warm run failed (exit code {run.returncode}):\n{errors[-3000:]}"
+            )
+    return time.perf_counter() - start
 
 
 def timed(cmd: list, root: Path) -> tuple[float, str]:
@@ -79,24 +123,27 @@ def autograde_phase(stdout: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=8)
+    parser.add_argument("--ps", default="ps1", help="the problem set whose solution is submitted")
     args = parser.parse_args()
-    n, cores = args.students, os.cpu_count() or 1
+    n, cores, ps = args.students, os.cpu_count() or 1, args.ps
     rows = {}  # label -> (autograde seconds, whole command seconds)
     for jobs in (1, cores):
         for sandboxed in (True, False):
             label = f"make grade, {jobs} job{'s' * (jobs > 1)}, " + (
                 "sandboxed" if sandboxed else "no sandbox"
             )
-            root = make_course(n, stock=False)
-            cmd = [BIN / "python", "-m", "seqmodels.grading.run", "ps1", "--jobs", str(jobs)]
+            root = make_course(n, stock=False, ps=ps)
+            cmd = [BIN / "python", "-m", "seqmodels.grading.run", ps, "--jobs", str(jobs)]
             seconds, stdout = timed(cmd if sandboxed else [*cmd, "--unsafe-no-sandbox"], root)
             rows[label] = (autograde_phase(stdout), seconds)
             shutil.rmtree(root)
-    root = make_course(n, stock=True)
-    seconds, _ = timed([BIN / "nbgrader", "autograde", "ps1"], root)
+    root = make_course(n, stock=True, ps=ps)
+    seconds, _ = timed([BIN / "nbgrader", "autograde", ps], root)
     rows["plain nbgrader autograde (serial)"] = (seconds, seconds)
     shutil.rmtree(root)
-    print(f"# {n} copies of the PS1 solution, {cores} cores")
+    limit = warm_limit(n, ps, cores)
+    rows[f"limit: warm interpreters, {cores} processes"] = (limit, limit)
+    print(f"# {n} copies of the {ps.upper()} solution, {cores} cores, {time.strftime('%Y-%m-%d')}")
     print(f"{'':40} {'autograde s':>11} {'per min':>8} {'whole command s':>16}")
     for label, (autograde, whole) in rows.items():
         print(f"{label:40} {autograde:11.1f} {60 * n / autograde:8.1f} {whole:16.1f}")
@@ -109,6 +156,9 @@ def main() -> None:
     stock = rows["plain nbgrader autograde (serial)"][0]
     parallel = rows[f"make grade, {cores} job{'s' * (cores > 1)}, sandboxed"][0]
     print(f"sandboxed {cores}-job run vs stock nbgrader: {stock / parallel:.2f}x the throughput")
+    whole = rows[f"make grade, {cores} job{'s' * (cores > 1)}, sandboxed"][1]
+    print(f"whole make grade command vs stock nbgrader's: {stock / whole:.2f}x")
+    print(f"sandboxed {cores}-job autograde vs the warm limit: {100 * limit / parallel:.0f} %")
 
 
 if __name__ == "__main__":
