@@ -16,10 +16,13 @@
    (``--max-minutes``) stops starting new students, which are then recorded likewise.
    Each student's status is kept in ``grading/status/<ps>/<student>.json``: a second run resumes,
    skipping students already graded or recorded as failed (``--force`` grades everyone again).
-4. Keeps only the graded notebooks in each autograded folder, runs ``nbgrader generate_feedback``
-   (a feedback page with the note for students who could not be graded), removes from the
-   feedback folders anything but those pages, and exports ``grading/grades.csv`` with two more
-   columns: ``sandbox`` (how the kernel was confined) and ``note``.
+   The worker that graded a student then writes that student's feedback (keeping only the graded
+   notebooks in the autograded folder first), so feedback is made in parallel with grading, not in
+   a serial pass after it.
+4. Makes any feedback a worker could not (``nbgrader generate_feedback --student``), writes a page
+   with the note for students who could not be graded, removes from the feedback folders anything
+   but those pages, and exports ``grading/grades.csv`` with more columns: ``review``,
+   ``sandbox`` (how the kernel was confined) and ``note``.
 """
 
 from __future__ import annotations
@@ -171,7 +174,7 @@ def _worker(root: str, conn) -> None:
     app.load_config_file()
     _API = NbGraderAPI(config=app.config)
     while (job := conn.recv()) is not None:
-        assignment, student = job
+        assignment, student, notebooks = job
         try:
             # force: a student whose earlier run stopped half-way is started again from scratch
             result = _API.autograde(assignment, student, force=True, create=True)
@@ -181,6 +184,14 @@ def _worker(root: str, conn) -> None:
         except Exception as error:  # noqa: BLE001 - recorded for that student; the worker goes on
             status = f"failed: the grader raised {type(error).__name__}"
             print(f"{student}: {error!r}", file=sys.stderr)
+        if status == "graded":  # feedback now, in this worker, not in a serial pass at the end
+            try:
+                keep_only(Path(root) / "grading" / "autograded" / student / assignment, notebooks)
+                feedback = _API.generate_feedback(assignment, student, force=True)
+                if not feedback["success"]:
+                    print(f"{student}: feedback: {feedback.get('error')}", file=sys.stderr)
+            except Exception as error:  # noqa: BLE001 - the driver makes any missing feedback
+                print(f"{student}: feedback: {error!r}", file=sys.stderr)
         conn.send((student, status))
 
 
@@ -199,9 +210,9 @@ class Worker:
         self.process.start()
         child.close()
 
-    def give(self, assignment: str, student: str, seconds: float) -> None:
+    def give(self, assignment: str, student: str, notebooks: set[str], seconds: float) -> None:
         self.student, self.deadline = student, time.monotonic() + seconds
-        self.conn.send((assignment, student))
+        self.conn.send((assignment, student, notebooks))
 
     def kill(self) -> None:
         for kill in (os.killpg, os.kill):
@@ -228,9 +239,15 @@ class Worker:
 
 
 def grade_all(
-    assignment: str, students: list[str], jobs: int, student_seconds: float, run_seconds: float
+    assignment: str,
+    students: list[str],
+    notebooks: set[str],
+    jobs: int,
+    student_seconds: float,
+    run_seconds: float,
 ) -> dict[str, str]:
-    """Grade `students` in `jobs` workers; ``{student: "graded" | "failed: why"}`` for every one."""
+    """Grade `students` in `jobs` workers, each also writing its students' feedback;
+    ``{student: "graded" | "failed: why"}`` for every one."""
     context = multiprocessing.get_context("spawn")
     queue, results = deque(students), {}
     run_deadline = time.monotonic() + run_seconds
@@ -240,7 +257,7 @@ def grade_all(
             now = time.monotonic()
             for worker in workers:
                 if worker.student is None and queue and now < run_deadline:
-                    worker.give(assignment, queue.popleft(), student_seconds)
+                    worker.give(assignment, queue.popleft(), notebooks, student_seconds)
             if now >= run_deadline:
                 while queue:
                     results[queue.popleft()] = (
@@ -433,7 +450,11 @@ def main() -> int:
     start = time.perf_counter()
     jobs = max(1, min(args.jobs, len(todo) or 1))
     run_seconds = (args.max_minutes or 2 * student_seconds * math.ceil(len(todo) / jobs) / 60) * 60
-    results = grade_all(args.assignment, todo, jobs, student_seconds, run_seconds) if todo else {}
+    results = (
+        grade_all(args.assignment, todo, set(notebooks), jobs, student_seconds, run_seconds)
+        if todo
+        else {}
+    )
     seconds = time.perf_counter() - start
     autograded = ROOT / "grading" / "autograded"
     for student, status in results.items():
@@ -443,9 +464,14 @@ def main() -> int:
         if status != "graded":
             shutil.rmtree(autograded / student / args.assignment, ignore_errors=True)
             forget_submission(args.assignment, student)
-    for student in students:  # feedback gets only what the grader wrote
-        keep_only(autograded / student / args.assignment, set(notebooks))
-    nbgrader("generate_feedback", args.assignment, "--force", timeout=1800)
+    feedback = ROOT / "grading" / "feedback"
+    pages = {Path(n).with_suffix(".html").name for n in notebooks}
+    for student in students:  # a graded student whose worker made no feedback gets it here
+        folder = feedback / student / args.assignment
+        status = read_status(args.assignment, student) or {}
+        if status.get("status") == "graded" and not all((folder / p).is_file() for p in pages):
+            keep_only(autograded / student / args.assignment, set(notebooks))
+            nbgrader("generate_feedback", args.assignment, "--student", student, "--force")
     for student in students:
         folder = ROOT / "grading" / "feedback" / student / args.assignment
         status = read_status(args.assignment, student) or {}
@@ -454,7 +480,7 @@ def main() -> int:
             for name in notebooks:
                 page = note_page(args.assignment, student, status["note"])
                 (folder / Path(name).with_suffix(".html")).write_text(page)
-        keep_only(folder, {Path(n).with_suffix(".html").name for n in notebooks})
+        keep_only(folder, pages)
     csv_path = ROOT / "grading" / "grades.csv"
     export_csv(csv_path)
     failed = {s: r for s, r in results.items() if r != "graded"}
