@@ -40,8 +40,11 @@ STRUCTURE = re.compile(
     r"\b(?:Chapters?|Parts?|Problem Sets?|PS|Tables?|Figures?|Fig\.|Sections?|Exercises?|"
     r"Equations?|Eq\.|Tasks?|Appendix)\s+" + _N + r"(?:\s*(?:,|and|or|–|-|to)\s*" + _N + r")*"
 )
-# a digit inside a name: float64, G2P, T5, w_3, h2
-IDENTIFIER = re.compile(r"(?<![\w.,-])[A-Za-z][A-Za-z_]*\d[\w]*")
+# a digit inside a name: float64, G2P, T5, w_3, h2, and names with a capital before a hyphen and
+# digits, such as a paper's RNNsearch-50 or GPT-2
+IDENTIFIER = re.compile(
+    r"(?<![\w.,-])(?:[A-Za-z][A-Za-z_]*\d[\w]*|[A-Za-z]*[A-Z][A-Za-z]*-\d+(?:'s)?)(?![\w-])"
+)
 TOKEN = re.compile(r"\S*\d\S*")
 
 
@@ -198,9 +201,17 @@ def check_chapter(path: Path, execute: bool = False) -> list[str]:
         from nbclient import NotebookClient
 
         notebook = jupytext.reads(source, fmt="md:myst")
-        NotebookClient(
+        client = NotebookClient(
             notebook, timeout=600, resources={"metadata": {"path": str(path.parent)}}
-        ).execute()
+        )
+        executed = Path("_build") / "claims-check" / f"{path.stem}.ipynb"
+        executed.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            client.execute()
+        finally:  # what ran, for reading the numbers (a failed claim's too)
+            import nbformat
+
+            nbformat.write(notebook, executed)
         glued = glued_in(notebook)
         problems += [
             f"{path}: glue key {k!r} has no value"
