@@ -20,7 +20,8 @@ sampling (pure, temperature 0.7, top-k 40, top-p 0.9; ``--samples`` per verse, s
 mean length, empty outputs, outputs cut at the maximum length, log-prob per token under the model
 (``</s>`` counted where the output ended), the share of repeated 3-grams and words within an
 output, distinct-2, and the same statistics of the verses' real continuations (cut at the same
-length).
+length). Each row's ``common`` holds the same statistics over only the verses for which every beam
+produced an output (``common_verses``, their indices), so that rows compare like with like.
 One thread (the machine is shared).
 """
 
@@ -185,24 +186,32 @@ def kjv_run(args: argparse.Namespace) -> dict:
         "sampling": {},
     }
     print("real", result["real"], flush=True)
+    # per verse, each row's (output, log-prob, finished) triples: None where a beam gave no output
+    per_verse: dict[tuple, list] = {
+        ("real",): [[t] for t in zip(real, real_lp, real_done, strict=True)]
+    }
     for alpha in (0.0, 1.0):
         for beam in BEAMS_KJV:
             start = time.perf_counter()
-            outputs, log_probs, finished, dropped = [], [], [], 0
+            outputs, log_probs, finished, dropped, rows = [], [], [], 0, []
             for f in fs:
                 if beam == 1:  # greedy: an output cut at max_len is kept, unfinished
                     tokens, lp, done = greedy_search(f, args.max_len)
                     outputs.append(tokens)
                     log_probs.append(lp)
                     finished.append(done)
+                    rows.append([(tokens, lp, done)])
                     continue
                 hyps = beam_search(f, beam, args.max_len, alpha=alpha)
                 if not hyps:  # nothing finished within max_len: no output
                     dropped += 1
+                    rows.append(None)
                     continue
                 outputs.append(hyps[0].tokens)
                 log_probs.append(hyps[0].log_prob)
                 finished.append(True)
+                rows.append([(hyps[0].tokens, hyps[0].log_prob, True)])
+            per_verse["beam", beam, alpha] = rows
             stats = text_stats(outputs, log_probs, finished)
             stats.update(
                 beam=beam,
@@ -216,14 +225,17 @@ def kjv_run(args: argparse.Namespace) -> dict:
     for name, options in SAMPLERS.items():
         start = time.perf_counter()
         g = seed_everything(0)
-        outputs, log_probs, finished = [], [], []
+        outputs, log_probs, finished, rows = [], [], [], []
         for c, f in zip(contexts, fs, strict=True):
+            rows.append([])
             for s in sample_sequences(f, args.samples, args.max_len, g, **options):
                 # a sample of max_len tokens may or may not have been followed by </s>
                 done = len(s) < args.max_len
                 outputs.append(s)
                 finished.append(done)
                 log_probs.append(lm_log_prob(model, c, s, done))
+                rows[-1].append((s, log_probs[-1], done))
+        per_verse["sampling", name] = rows
         stats = text_stats(outputs, log_probs, finished)
         stats.update(
             options=options,
@@ -232,6 +244,24 @@ def kjv_run(args: argparse.Namespace) -> dict:
         )
         result["sampling"][name] = stats
         print(name, {k: v for k, v in stats.items() if k != "examples"}, flush=True)
+    # like with like: every row's statistics again over the verses that every beam answered
+    common = [
+        i
+        for i in range(len(verses))
+        if all(rows[i] is not None for key, rows in per_verse.items() if key[0] == "beam")
+    ]
+    result["common_verses"] = common
+
+    def common_stats(rows: list) -> dict:
+        triples = [t for i in common for t in rows[i]]
+        return text_stats(*(list(x) for x in zip(*triples, strict=True)))
+
+    result["real"]["common"] = common_stats(per_verse["real",])
+    for stats in result["beam"]:
+        stats["common"] = common_stats(per_verse["beam", stats["beam"], stats["alpha"]])
+    for name, stats in result["sampling"].items():
+        stats["common"] = common_stats(per_verse["sampling", name])
+    print("common verses", len(common), flush=True)
     result["measured_on"] = where_measured(torch.device("cpu"))
     return result
 
