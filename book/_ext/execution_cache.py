@@ -118,10 +118,19 @@ def _invalidate_changed_chapters(app) -> None:
                 cache.remove_cache(record.pk)
         names = ", ".join(sorted(Path(p).stem for p in changed))
         logger.info(f"[execution_cache] library code changed for: {names}; they re-execute")
+    # Sphinx re-reads only sources whose file changed: name these too (env-get-outdated)
+    app.seqmodels_changed_chapters = {
+        str(Path(p).relative_to(root.resolve()).with_suffix("")) for p in changed
+    }
     keys_file.parent.mkdir(parents=True, exist_ok=True)
     keys_file.write_text(json.dumps(new, indent=1, sort_keys=True), encoding="utf-8")
 
 
+def _outdated(app, env, added, changed, removed) -> list[str]:
+    return sorted(getattr(app, "seqmodels_changed_chapters", set()) & env.found_docs)
+
+
 def setup(app) -> dict:
     app.connect("builder-inited", _invalidate_changed_chapters)
+    app.connect("env-get-outdated", _outdated)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
