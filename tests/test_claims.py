@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tiny_book import build_tiny_book
+from tiny_book import HEADER, build_tiny_book
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
@@ -18,14 +18,6 @@ from claims import claim_cells, claims_report, glue_keys_used, stray_numbers  # 
 from seqmodels.glue import ClaimFailed, claim  # noqa: E402
 
 CHAPTERS = sorted((ROOT / "book").glob("ch*.md"))
-
-HEADER = """\
----
-jupytext:
-  text_representation: {extension: .md, format_name: myst}
-kernelspec: {display_name: Python 3, language: python, name: python3}
----
-"""
 
 
 def tokens(markdown: str) -> list[str]:

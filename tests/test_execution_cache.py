@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_book import JUPYTER_BOOK, build_tiny_book
+from tiny_book import HEADER, JUPYTER_BOOK, build_tiny_book
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
@@ -68,11 +68,6 @@ def test_relative_and_lazy_imports_count():
 
 
 TINY = """\
----
-jupytext:
-  text_representation: {{extension: .md, format_name: myst}}
-kernelspec: {{display_name: Python 3, language: python, name: python3}}
----
 # Chapter {n}
 
 ```{{code-cell}} ipython3
@@ -84,7 +79,7 @@ print(perplexity(0.0, {n}))
 
 @pytest.mark.book
 def test_a_changed_key_re_executes_that_chapter_and_no_other(tmp_path):
-    pages = {"ch97_one": TINY.format(n=1), "ch98_two": TINY.format(n=2)}
+    pages = {"ch97_one": HEADER + TINY.format(n=1), "ch98_two": HEADER + TINY.format(n=2)}
     first = build_tiny_book(tmp_path, pages)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     keys_file = tmp_path / "_build" / ".jupyter_cache" / "chapter_keys.json"

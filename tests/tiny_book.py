@@ -9,6 +9,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+HEADER = """\
+---
+jupytext:
+  text_representation: {extension: .md, format_name: myst}
+kernelspec: {display_name: Python 3, language: python, name: python3}
+---
+"""  # the MyST notebook header every tiny chapter starts with
 
 
 def build_tiny_book(root: Path, pages: dict[str, str]) -> subprocess.CompletedProcess:
