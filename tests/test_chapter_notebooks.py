@@ -8,6 +8,7 @@ empty temporary folder, and the downloaded notebook's code must be exactly the c
 """
 
 import re
+import sys
 from pathlib import Path
 
 import jupytext
@@ -16,6 +17,9 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+from notebooks import BOOK_CHECK, HIDDEN_TAGS  # noqa: E402
+
 CHAPTERS = sorted(p.stem for p in (ROOT / "book").glob("ch*.md"))
 MYST_LEFTOVERS = [
     "{glue",
@@ -26,6 +30,7 @@ MYST_LEFTOVERS = [
     "{ref}",
     "{doc}",
     "{download}",
+    "{reading-time}",
     ":::{",
     "```{",
 ]
@@ -92,5 +97,12 @@ def test_downloaded_notebook_runs_as_the_book_ran_it(built_book, chapter):
     )
     source = jupytext.read(built_book / "book" / f"{chapter}.md")
     code = [c.source for c in downloaded.cells if c.cell_type == "code"]
-    assert code == [c.source for c in source.cells if c.cell_type == "code"]
+    assert [c.removeprefix(BOOK_CHECK) for c in code] == [
+        c.source for c in source.cells if c.cell_type == "code"
+    ]
+    # the cells the page hides are marked as the book's checks and collapsed; the others are not
+    for cell in (c for c in downloaded.cells if c.cell_type == "code"):
+        hidden = bool(set(cell.metadata.get("tags", [])) & HIDDEN_TAGS)
+        assert cell.source.startswith(BOOK_CHECK) == hidden
+        assert cell.metadata.get("jupyter", {}).get("source_hidden", False) == hidden
     assert all(not c.get("outputs") for c in downloaded.cells if c.cell_type == "code")

@@ -13,7 +13,14 @@ from tiny_book import HEADER, build_tiny_book
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 
-from claims import claim_cells, claims_report, glue_keys_used, stray_numbers  # noqa: E402
+from claims import (  # noqa: E402
+    WORDS_PER_MINUTE,
+    claim_cells,
+    claims_report,
+    glue_keys_used,
+    reading_minutes,
+    stray_numbers,
+)
 
 from seqmodels.glue import ClaimFailed, claim  # noqa: E402
 
@@ -86,6 +93,19 @@ def test_claim_cells_and_glue_keys_are_found():
     )
     assert claim_cells(source) == 1
     assert glue_keys_used(source) == {"k1", "k2", "k3", "k4", "k5"}
+
+
+def test_reading_time_counts_prose_words_only():
+    words = 3 * 5 * WORDS_PER_MINUTE  # exactly 15 minutes of prose
+    prose = "\n".join(["word " * 10] * (words // 10)) + "\n"
+    code = "```{code-cell} ipython3\n" + "x = 1\n" * 5000 + "```\n"
+    math = "$$\n" + "a + b\n" * 5000 + "$$\n"
+    assert reading_minutes(HEADER + prose) == 15
+    assert reading_minutes(HEADER + prose + code + math) == 15  # code and math are not read here
+    assert reading_minutes(HEADER + prose + "one more word\n") == 20  # rounded up to 5 minutes
+    assert reading_minutes(HEADER + "Short.\n") == 5
+    # a role counts as its text: {ref}`the table <tab-x>` is two words, not a label
+    assert reading_minutes(HEADER + "{ref}`the table <tab-x>`\n" * (5 * WORDS_PER_MINUTE)) == 10
 
 
 def test_the_report_lists_each_chapter_and_its_claims():

@@ -15,6 +15,10 @@ Two checks, run on every build (``-W`` turns each finding into a failed build):
   ``claim(...)`` records, and the build writes it to ``_build/claims.md``; every claim cell must have
   left its records.
 
+A third helper serves the chapters' opening boxes: ``{reading-time}`prose``` is the page's reading
+time, `reading_minutes`, counted from its prose (`prose_lines`: text, tables, captions; not code or
+math) at `WORDS_PER_MINUTE`, so it follows every edit of the page.
+
 Nothing above imports Sphinx, so the rules are unit-testable; `setup` wires them into the build.
 """
 
@@ -46,6 +50,10 @@ IDENTIFIER = re.compile(
     r"(?<![\w.,-])(?:[A-Za-z][A-Za-z_]*\d[\w]*|[A-Za-z]*[A-Z][A-Za-z]*-\d+(?:'s)?)(?![\w-])"
 )
 TOKEN = re.compile(r"\S*\d\S*")
+# a reading rate for technical prose with equations (silent reading of expository text is about
+# 240 words a minute; the pages' math and figures slow it), stated on the intro page
+WORDS_PER_MINUTE = 150
+WORD = re.compile(r"[A-Za-z0-9][\w'’-]*")
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,16 @@ def stray_numbers(source: str) -> list[Stray]:
 
 
 CLAIM_PREFIX = "claim-"
+
+
+def reading_minutes(source: str) -> int:
+    """Minutes to read a chapter's prose (`prose_lines`, roles and links reduced to their words) at
+    `WORDS_PER_MINUTE`, rounded up to the next 5 minutes (at least 5)."""
+    words = 0
+    for _, line in prose_lines(source):
+        text = re.sub(r"\{[a-zA-Z][\w:.-]*\}`([^`<]*)(?:<[^`]*>)?`", r"\1", COMMENT.sub("", line))
+        words += len(WORD.findall(LINK_TARGET.sub("", text)))
+    return max(5, 5 * -(-words // (5 * WORDS_PER_MINUTE)))
 
 
 def claim_cells(source: str) -> int:
@@ -232,6 +250,14 @@ def _const_role(name, rawtext, text, lineno, inliner, options=None, content=None
     return [nodes.Text(text)], []
 
 
+def _reading_time_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    from docutils import nodes
+
+    env = inliner.document.settings.env
+    source = Path(env.doc2path(env.docname)).read_text(encoding="utf-8")
+    return [nodes.Text(f"about {reading_minutes(source)} min")], []
+
+
 def _check(app, env) -> None:
     from sphinx.util import logging
 
@@ -290,6 +316,7 @@ def setup(app) -> dict:
     # never uses as a cross-reference
     app.add_role("const", _const_role)
     app.add_role_to_domain("py", "const", _const_role, override=True)
+    app.add_role("reading-time", _reading_time_role)
     app.connect("env-check-consistency", _check)
     app.connect("doctree-resolved", _alt_text)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

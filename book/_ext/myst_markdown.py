@@ -76,6 +76,7 @@ class Resolved:
     substitutions: dict[str, str] = field(default_factory=dict)
     format_glue: Callable[[str, str], str] | None = None  # (text/plain, format spec) -> text
     problems: list[str] = field(default_factory=list)  # what could not be resolved
+    reading_time: str = ""  # the page's `{reading-time}` (claims.reading_minutes), "about 25 min"
 
 
 def to_markdown(source: str, resolved: Resolved) -> tuple[str, dict[str, dict[str, str]]]:
@@ -362,6 +363,10 @@ def _role(name: str, content: str, res: Resolved) -> str:
         return res.docs.get(docname) or res.docs.get(docname.split("/")[-1], target)
     if name == "const":  # a declared constant (claims.py): its text as written
         return content
+    if name == "reading-time":
+        if not res.reading_time:
+            res.problems.append("the reading time was not computed")
+        return res.reading_time
     if name == "math":
         return f"${content}$"
     if name in {"sub", "subscript"}:

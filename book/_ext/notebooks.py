@@ -30,6 +30,7 @@ from pathlib import Path
 import jupytext
 import latexcodec  # noqa: F401 - registers the "ulatex" codec that _plain_latex decodes with
 import nbformat
+from claims import reading_minutes
 from docutils import nodes
 from docutils.nodes import make_id
 from myst_markdown import Resolved, to_markdown
@@ -189,6 +190,7 @@ def _resolved(app: Sphinx, env: BuildEnvironment, docname: str, source: str) -> 
         number = env.toc_secnumbers.get(label_doc, {}).get(f"#{label_id}")
         if number:
             res.sections[label] = ".".join(map(str, number))
+    res.reading_time = f"about {reading_minutes(source)} min"
     authors, entries = _bibliography(app)
     res.citations = authors
     res.cite_style = "label" if app.config.bibtex_reference_style == "label" else "author_year"
@@ -223,6 +225,24 @@ Once, in a terminal (Python 3.11):
 Then *Kernel → Restart Kernel and Run All Cells*."""
 
 
+BOOK_CHECK = (
+    "# The book's own check, hidden on the website: it hands this run's results to the text and\n"
+    "# asserts what the text says about them. Nothing to learn here; run it like the rest.\n"
+)
+HIDDEN_TAGS = {"remove-cell", "remove-input", "hide-input", "hide-cell"}
+
+
+def mark_book_check(cell) -> None:
+    """A code cell the page hides (``remove-cell``, ``hide-input``, …) opens with `BOOK_CHECK` and
+    is collapsed in JupyterLab (``jupyter.source_hidden``), so a student sees which cells teach."""
+    tags = set(cell.get("metadata", {}).get("tags", []))
+    if cell.cell_type != "code" or not tags & HIDDEN_TAGS:
+        return
+    if not cell.source.startswith(BOOK_CHECK):
+        cell.source = BOOK_CHECK + cell.source
+    cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+
+
 def _render_notebooks(app: Sphinx, env: BuildEnvironment) -> None:
     out = Path(app.srcdir) / "book" / "_generated"
     for source in _chapters(app):
@@ -242,6 +262,8 @@ def _render_notebooks(app: Sphinx, env: BuildEnvironment) -> None:
         notebook.cells = [
             c for c in notebook.cells if c.cell_type != "markdown" or c.source.strip()
         ]
+        for cell in notebook.cells:
+            mark_book_check(cell)
         title = env.titles[docname].astext() if docname in env.titles else source.stem
         first = nbformat.v4.new_markdown_cell(_first_cell(app, source.stem, title))
         notebook.cells.insert(0, first)

@@ -1,5 +1,4 @@
-"""Interactive views for the live notebook (ipywidgets 8). The static site shows the same idea as
-small multiples (`seqmodels.plots`), so nothing here is needed to read the book."""
+"""Chapter 1's explorers: language models' next-word distributions (and n-gram order and add-k)."""
 
 from __future__ import annotations
 
@@ -9,9 +8,9 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from .data import tokenize
-from .plots import next_token_bars
-from .vocab import Vocabulary
+from ..data import tokenize
+from ..plots import next_token_bars
+from ..vocab import Vocabulary
 
 
 def next_word_explorer(

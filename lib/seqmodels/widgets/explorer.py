@@ -1,0 +1,101 @@
+"""`Explorer`: the one shape of every chapter's interactive view (ipywidgets 8).
+
+An explorer is a row of controls and a *view*: a function of the controls' values that returns a
+matplotlib figure and a dict of what it computed (the numbers the figure shows). Changing a control
+redraws the view. The same object serves three readers:
+
+- a student in the downloaded notebook moves the controls (`Explorer` is an ipywidgets ``VBox``);
+- the static site, which has no kernel, shows `Explorer.figure` at the default settings, glued as a
+  figure with alt text (the chapter's ``{glue:figure}``) and a line saying the notebook makes it live;
+- a test sets ``explorer.controls[name].value`` and checks `Explorer.result` against the library.
+
+`Explorer.seconds` is how long the last redraw took, so a chapter can say (and assert) that the
+explorer answers within about a second.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import matplotlib.pyplot as plt
+from IPython import get_ipython
+from IPython.display import display
+from matplotlib.figure import Figure
+
+#: a line under each explorer's static figure on the site
+LIVE_NOTE = "In the downloaded notebook the controls above this figure are live."
+
+
+def _ipywidgets():
+    import ipywidgets
+
+    return ipywidgets
+
+
+class Explorer(_ipywidgets().VBox):
+    """Controls and a view that redraws when any of them changes.
+
+    `view(**values)` gets the controls' current values by name and returns ``(figure, result)``.
+    Controls are laid out in a wrapping row above the figure (one per line on a phone).
+    """
+
+    def __init__(
+        self,
+        controls: Mapping[str, Any],
+        view: Callable[..., tuple[Figure, dict]],
+        title: str = "",
+    ) -> None:
+        widgets = _ipywidgets()
+        self.controls = dict(controls)
+        self._view = view
+        self.output = widgets.Output()
+        self.figure: Figure | None = None
+        self.result: dict = {}
+        self.seconds = 0.0
+        self.redraws = 0
+        header = [widgets.HTML(f"<b>{title}</b>")] if title else []
+        row = widgets.HBox(
+            list(self.controls.values()), layout=widgets.Layout(flex_flow="row wrap")
+        )
+        super().__init__([*header, row, self.output])
+        for control in self.controls.values():
+            control.observe(self.update, names="value")
+        self.update()
+
+    def values(self) -> dict[str, Any]:
+        return {name: control.value for name, control in self.controls.items()}
+
+    def update(self, *_) -> None:
+        """Recompute the view for the current values and show it."""
+        start = time.perf_counter()
+        figure, result = self._view(**self.values())
+        self.seconds = time.perf_counter() - start
+        if self.figure is not None and self.figure is not figure:
+            plt.close(self.figure)
+        self.figure, self.result = figure, dict(result)
+        self.redraws += 1
+        if get_ipython() is not None:  # in a kernel; a plain script or test only keeps `figure`
+            with self.output:
+                self.output.clear_output(wait=True)
+                display(figure)
+        plt.close(figure)  # shown once, in the output area; kept in `self.figure` for the site
+
+    def set(self, **values: Any) -> dict:
+        """Set several controls at once (one redraw) and return the new `result`."""
+        with self.hold_trait_notifications():
+            for control in self.controls.values():
+                control.unobserve(self.update, names="value")
+            try:
+                for name, value in values.items():
+                    if name not in self.controls:
+                        raise KeyError(
+                            f"no control {name!r}; this explorer has {sorted(self.controls)}"
+                        )
+                    self.controls[name].value = value
+            finally:
+                for control in self.controls.values():
+                    control.observe(self.update, names="value")
+        self.update()
+        return self.result

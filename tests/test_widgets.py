@@ -1,0 +1,57 @@
+"""`seqmodels.widgets.Explorer`, the shape of every chapter's explorer: its controls drive its view."""
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import pytest
+
+from seqmodels.widgets import Explorer
+
+
+def line_view(slope, points):
+    figure, ax = plt.subplots()
+    ys = [slope * i for i in range(points)]
+    ax.plot(range(points), ys)
+    return figure, {"last": ys[-1], "points": points}
+
+
+@pytest.fixture
+def explorer():
+    controls = {
+        "slope": widgets.FloatSlider(value=1.0, min=0.0, max=5.0),
+        "points": widgets.IntSlider(value=3, min=1, max=10),
+    }
+    return Explorer(controls, line_view, title="a line")
+
+
+def test_the_view_is_drawn_at_the_default_settings(explorer):
+    assert explorer.result == {"last": 2.0, "points": 3}
+    assert explorer.redraws == 1 and explorer.figure is not None
+    assert explorer.seconds >= 0
+
+
+def test_moving_a_control_redraws_with_its_value(explorer):
+    first = explorer.figure
+    explorer.controls["slope"].value = 2.5
+    assert explorer.result["last"] == 5.0 and explorer.redraws == 2
+    assert explorer.figure is not first
+    explorer.controls["points"].value = 5
+    assert explorer.result == {"last": 10.0, "points": 5}
+
+
+def test_set_changes_several_controls_with_one_redraw(explorer):
+    assert explorer.set(slope=3.0, points=4) == {"last": 9.0, "points": 4}
+    assert explorer.redraws == 2
+    explorer.controls["slope"].value = 1.0  # still observed after `set`
+    assert explorer.result["last"] == 3.0
+
+
+def test_an_unknown_control_says_which_exist(explorer):
+    with pytest.raises(KeyError, match="points"):
+        explorer.set(slop=1.0)
+
+
+def test_it_is_a_widget_with_its_controls_above_the_figure(explorer):
+    assert isinstance(explorer, widgets.VBox)
+    title, row, output = explorer.children
+    assert list(row.children) == list(explorer.controls.values())
+    assert isinstance(output, widgets.Output)
