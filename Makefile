@@ -2,7 +2,8 @@
 #   make book          build the website into _build/html, executing every chapter
 #   make test          every check: lint, library tests, grading round trip, book build, site in a browser
 #   make assignments   regenerate every problem set's references and student release
-#   make grade PS=ps1  grade every submission under grading/submitted/ (each kernel in a bubblewrap
+#   make grade PS=ps1  grade every submission under grading/submitted/ on Dask workers (a local cluster,
+#                      or SCHEDULER=tcp://host:8786; each kernel in a bubblewrap
 #                      sandbox), then feedback and grades CSV; FLAGS="--jobs 4 --force ..." passes options
 # The first use creates .venv and installs requirements.txt (exact pins, ends with `-e .`).
 
@@ -59,7 +60,7 @@ assignments: $(STAMP)
 
 grade: $(STAMP)
 	@test -n "$(PS)" || { echo "usage: make grade PS=ps1 (one of: $(PROBLEM_SETS))"; exit 2; }
-	$(BIN)/python -m seqmodels.grading.run $(PS) $(FLAGS)
+	$(BIN)/python -m seqmodels.grading.run $(PS) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(FLAGS)
 
 clean:
 	rm -rf _build book/_generated

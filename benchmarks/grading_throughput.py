@@ -124,6 +124,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=8)
     parser.add_argument("--ps", default="ps1", help="the problem set whose solution is submitted")
+    parser.add_argument(
+        "--project", type=int, default=5000, help="notebooks to project the grading time of"
+    )
     args = parser.parse_args()
     n, cores, ps = args.students, os.cpu_count() or 1, args.ps
     rows = {}  # label -> (autograde seconds, whole command seconds)
@@ -159,6 +162,17 @@ def main() -> None:
     whole = rows[f"make grade, {cores} job{'s' * (cores > 1)}, sandboxed"][1]
     print(f"whole make grade command vs stock nbgrader's: {stock / whole:.2f}x")
     print(f"sandboxed {cores}-job autograde vs the warm limit: {100 * limit / parallel:.0f} %")
+    # the projection: each submission costs `per` worker-seconds (measured with every core busy);
+    # W workers grade W at a time; the driver's fixed cost (release sync, cluster start, export)
+    per = parallel * cores / n
+    fixed = whole - parallel
+    print(
+        f"per submission: {per:.1f} worker-seconds with {cores} workers on {cores} cores; fixed "
+        f"cost of the command {fixed:.1f} s"
+    )
+    for workers in (cores, 16, 64, 256):
+        minutes = (args.project * per / workers + fixed) / 60
+        print(f"projection: {args.project} notebooks on {workers:3d} workers: {minutes:6.1f} min")
 
 
 if __name__ == "__main__":

@@ -250,8 +250,23 @@ def _slow(release, answers, seconds: int) -> bytes:
     ).encode()
 
 
-def test_a_worker_that_dies_or_hangs_is_replaced_and_the_student_noted(tmp_path):
-    """Kill one grading worker from outside mid-run; let another exceed the student timeout."""
+def _worker_grading(student: str) -> int | None:
+    """The pid of the grading worker whose sandbox is grading `student` now (bwrap's parent)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+            if Path(args[0].decode()).name == "bwrap" and f"/{student}/".encode() in b" ".join(args):
+                return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def test_killed_workers_hangs_and_a_worker_killing_submission(tmp_path):
+    """On a LocalCluster of two worker processes: kill the worker grading one student once (it is
+    graded again elsewhere), kill every worker that grades another (it is given up after the
+    cluster's allowed failures, and recorded), and let a third exceed the student timeout. Everyone
+    else is graded, and every student's grade is written exactly once."""
     course = new_course(tmp_path / "course")
     release, answers = release_and_answers(course)
     solution = nbformat.writes(fill(release, answers)).encode()
@@ -259,9 +274,10 @@ def test_a_worker_that_dies_or_hangs_is_replaced_and_the_student_noted(tmp_path)
         course,
         {
             "a-solution": solution,
-            "b-worker-killed": _slow(release, answers, 25),
+            "b-worker-killed": _slow(release, answers, 20),
             "c-worker-hangs": _slow(release, answers, 120),
             "d-solution": solution,
+            "e-kills-every-worker": _slow(release, answers, 30),
         },
     )
     env = {
@@ -282,30 +298,34 @@ def test_a_worker_that_dies_or_hangs_is_replaced_and_the_student_noted(tmp_path)
         "45",
     ]
     process = subprocess.Popen(cmd, cwd=course, env=env, stdout=subprocess.PIPE, text=True)
-    killed = None
-    deadline = time.monotonic() + 120
-    while killed is None and time.monotonic() < deadline and process.poll() is None:
-        for proc in Path("/proc").iterdir():
-            try:
-                args = (proc / "cmdline").read_bytes().split(b"\0")
-                if Path(args[0].decode()).name == "bwrap" and b"b-worker-killed" in b" ".join(args):
-                    worker = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                    os.kill(worker, signal.SIGKILL)  # the worker that started this kernel
-                    killed = worker
-                    break
-            except (OSError, ValueError, IndexError):
-                continue
-        time.sleep(0.5)
+    killed: dict[str, list[int]] = {"b-worker-killed": [], "e-kills-every-worker": []}
+    deadline = time.monotonic() + 400
+    while process.poll() is None and time.monotonic() < deadline:
+        for student, pids in killed.items():
+            if student.startswith("b") and pids:
+                continue  # once
+            worker = _worker_grading(student)
+            if worker is not None and worker not in pids:
+                time.sleep(1)  # mid-grading: the kernel has started
+                os.kill(worker, signal.SIGKILL)
+                pids.append(worker)
+        time.sleep(0.3)
     stdout, _ = process.communicate(timeout=600)
-    assert killed is not None and process.returncode == 0, stdout
+    assert process.returncode == 0, stdout
+    assert len(killed["b-worker-killed"]) == 1
+    assert len(killed["e-kills-every-worker"]) == 3  # tried, and killed, 1 + 2 allowed failures
     rows = read_csv(course)
-    assert float(rows["a-solution"]["score"]) == 10 and float(rows["d-solution"]["score"]) == 10
-    assert "grading worker died" in rows["b-worker-killed"]["note"]
+    for student in ("a-solution", "b-worker-killed", "d-solution"):
+        assert float(rows[student]["score"]) == 10, (student, rows[student])
     assert "did not finish within 45 s" in rows["c-worker-hangs"]["note"]
-    for student in ("b-worker-killed", "c-worker-hangs"):
+    assert "stopped its grading worker each time" in rows["e-kills-every-worker"]["note"]
+    for student in ("c-worker-hangs", "e-kills-every-worker"):
         assert float(rows[student]["score"]) == 0
-        page = feedback(course, student)
-        assert "could not be graded automatically" in page
+        assert "could not be graded automatically" in feedback(course, student)
+    # the driver wrote each student once: one log entry and one gradebook submission each
+    log = (course / "grading" / "autograde.log").read_text()
+    for student in rows:
+        assert log.count(f"== {PS} {student}: ") == 1, student
     assert sandbox_processes() == []
     again = run(course, *cmd[:-2])  # a resumed run does not block on them
     assert "0 graded," in again.stdout

@@ -1,6 +1,10 @@
-"""``make grade PS=ps1``: grade every submission with nbgrader, in parallel, resumably, in sandboxes.
+"""``make grade PS=ps1``: grade every submission with nbgrader, on Dask workers, resumably, in sandboxes.
 
-    python -m seqmodels.grading.run ps1 [--jobs N] [--force] [--unsafe-no-sandbox]
+    python -m seqmodels.grading.run ps1 [--jobs N | --scheduler tcp://host:8786] [--force]
+                                        [--unsafe-no-sandbox]
+
+This process is the **driver**; the grading itself runs on Dask workers (`seqmodels.grading.cluster`:
+a LocalCluster of ``--jobs`` processes here, or the workers of a running scheduler).
 
 1. Refuses to start without the sandbox (bubblewrap; see `seqmodels.grading.sandbox`), saying
    what is missing, unless ``--unsafe-no-sandbox`` is given: then the log and every row of the
@@ -9,20 +13,20 @@
 2. Syncs the assignment into the gradebook (``nbgrader generate_assignment``: the release does not
    change when the source has not). Each submitted notebook that cannot be read (not JSON, not a
    notebook) is kept as ``<name>.ipynb.unreadable`` and replaced by the blank release with a note.
-3. Autogrades each student through nbgrader's own API (the course's preprocessors), in `--jobs`
-   worker processes that each load nbgrader once, with a progress bar. A worker that dies, or that
-   takes longer than ``--student-timeout`` seconds, is killed and replaced; that student is recorded
-   as not graded with a note saying why, and the run goes on. A run-level deadline
-   (``--max-minutes``) stops starting new students, which are then recorded likewise.
-   Each student's status is kept in ``grading/status/<ps>/<student>.json``: a second run resumes,
-   skipping students already graded or recorded as failed (``--force`` grades everyone again).
-   The worker that graded a student then writes that student's feedback (keeping only the graded
-   notebooks in the autograded folder first), so feedback is made in parallel with grading, not in
-   a serial pass after it.
-4. Makes any feedback a worker could not (``nbgrader generate_feedback --student``), writes a page
-   with the note for students who could not be graded, removes from the feedback folders anything
-   but those pages, and exports ``grading/grades.csv`` with more columns: ``review``,
-   ``sandbox`` (how the kernel was confined) and ``note``.
+3. Sends one task per student to the workers (`seqmodels.grading.worker.grade_submission`: the
+   submission's files, a gradebook holding only the assignment): each grades in a scratch course
+   of its own and returns the autograded notebook, the feedback page and nbgrader's scores.
+   A task whose worker dies is given to another worker; one that keeps killing its workers, or
+   that runs past ``--student-timeout``, or that the run-level deadline (``--max-minutes``) leaves
+   unstarted, is recorded as not graded with a note saying why, and the run goes on.
+4. The driver alone writes, as each result arrives and once per student (`Recorder`): the
+   gradebook (nbgrader's tables; an instructor's manual scores are kept), the autograded notebook,
+   the feedback page, and ``grading/status/<ps>/<student>.json`` with a SHA-256 of the submission.
+   A second run grades only students not graded yet or whose submission changed since
+   (``--force``: everyone).
+5. Makes any feedback a worker could not (``nbgrader generate_feedback --student``), writes a page
+   with the note for students who could not be graded, and exports ``grading/grades.csv`` with
+   more columns: ``review``, ``sandbox`` (how the kernel was confined) and ``note``.
 """
 
 from __future__ import annotations
@@ -31,25 +35,24 @@ import argparse
 import csv
 import html
 import json
+import logging
 import math
-import multiprocessing
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
-from collections import deque
-from multiprocessing.connection import wait
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_markdown_cell
-from tqdm import tqdm
 
+from .cluster import grade_everywhere, open_client
 from .references import ReferencesMismatch
 from .references import load as load_references
 from .sandbox import Sandbox, SandboxUnavailable
+from .worker import digest_folder, references_digest
 
 ROOT = Path.cwd()
 UNSAFE = "NONE (unsafe: --unsafe-no-sandbox)"
@@ -146,153 +149,120 @@ def read_status(assignment: str, student: str) -> dict | None:
         return None
 
 
-def write_status(assignment: str, student: str, status: str, sandbox: str, note: str) -> None:
+def write_status(
+    assignment: str, student: str, status: str, sandbox: str, note: str, digest: str = ""
+) -> None:
+    """`digest`: of the submission as graded (`worker.digest_folder`), so a changed one is redone."""
     path = status_file(assignment, student)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"status": status, "sandbox": sandbox, "note": note, "at": time.strftime("%FT%T")}
+    record = {
+        "status": status,
+        "sandbox": sandbox,
+        "note": note,
+        "digest": digest,
+        "at": time.strftime("%FT%T"),
+    }
     path.write_text(json.dumps(record) + "\n")
 
 
-# ---------------------------------------------------------------------------- workers
-_API = None  # one nbgrader API per worker process, so imports and set-up are paid once per worker
+# ---------------------------------------------------------------------------- the driver's writes
+class Recorder:
+    """The driver's side of each outcome: it alone writes the autograded notebooks, the feedback,
+    the gradebook (one open connection, one transaction per student) and the status files."""
 
+    def __init__(self, assignment: str, gradebook, notes: dict, sandbox: str, digests: dict):
+        self.assignment, self.gradebook, self.notes = assignment, gradebook, notes
+        self.sandbox, self.digests = sandbox, digests
+        self.written: set[str] = set()
+        self.log = ROOT / "grading" / "autograde.log"
 
-def _worker(root: str, conn) -> None:
-    """A grading worker: load the course's nbgrader config once, then grade what it is sent."""
-    global _API
-    os.setpgrp()  # killed as a group if it hangs
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.apps.baseapp import NbGrader
-
-    os.chdir(root)
-    # nbgrader's log and the kernels' own stderr go to grading/autograde.log, not the progress bar
-    log = os.open(Path(root) / "grading" / "autograde.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    app = NbGrader()
-    app.load_config_file()
-    _API = NbGraderAPI(config=app.config)
-    while (job := conn.recv()) is not None:
-        assignment, student, notebooks = job
-        try:
-            # force: a student whose earlier run stopped half-way is started again from scratch
-            result = _API.autograde(assignment, student, force=True, create=True)
-            status = "graded" if result["success"] else "failed: nbgrader could not grade it"
-            if not result["success"]:
-                print(f"{student}: {result.get('error') or result.get('log')}", file=sys.stderr)
-        except Exception as error:  # noqa: BLE001 - recorded for that student; the worker goes on
-            status = f"failed: the grader raised {type(error).__name__}"
-            print(f"{student}: {error!r}", file=sys.stderr)
-        if status == "graded":  # feedback now, in this worker, not in a serial pass at the end
+    def __call__(self, outcome: dict) -> None:
+        student, status = outcome["student"], outcome["status"]
+        if student in self.written:
+            raise RuntimeError(f"{student}'s grade would be written twice")
+        self.written.add(student)
+        with open(self.log, "a", encoding="utf-8") as log:
+            log.write(f"== {self.assignment} {student}: {status} ({outcome['seconds']:.1f} s)\n")
+            log.write(outcome["log"])
+        graded = ROOT / "grading" / "autograded" / student / self.assignment
+        pages = ROOT / "grading" / "feedback" / student / self.assignment
+        for folder in (graded, pages):
+            shutil.rmtree(folder, ignore_errors=True)
+        if status == "graded":
             try:
-                keep_only(Path(root) / "grading" / "autograded" / student / assignment, notebooks)
-                feedback = _API.generate_feedback(assignment, student, force=True)
-                if not feedback["success"]:
-                    print(f"{student}: feedback: {feedback.get('error')}", file=sys.stderr)
-            except Exception as error:  # noqa: BLE001 - the driver makes any missing feedback
-                print(f"{student}: feedback: {error!r}", file=sys.stderr)
-        conn.send((student, status))
+                self._write_gradebook(student, outcome["gradebook"])
+            except Exception as error:  # noqa: BLE001 - recorded for that student
+                self.gradebook.db.rollback()
+                status = f"failed: the gradebook could not take the scores ({type(error).__name__})"
+                print(f"{student}: {error!r}", file=sys.stderr)
+        if status == "graded":
+            for folder, files in ((graded, outcome["notebooks"]), (pages, outcome["feedback"])):
+                folder.mkdir(parents=True, exist_ok=True)
+                for name, text in files.items():
+                    (folder / Path(name).name).write_text(text, encoding="utf-8")
+        else:
+            forget_submission(self.gradebook, self.assignment, student)
+        said = [] if status == "graded" else [status.removeprefix("failed: ")]
+        note = "; ".join(said + self.notes.get(student, []))
+        write_status(
+            self.assignment,
+            student,
+            status.split(":")[0],
+            self.sandbox,
+            note,
+            self.digests.get(student, ""),
+        )
+
+    def _write_gradebook(self, student: str, rows: dict) -> None:
+        """Scores as the worker's nbgrader computed them; an instructor's manual score is kept and
+        its grade stays marked for review, as nbgrader's own autograde does."""
+        from datetime import datetime
+
+        gradebook, assignment = self.gradebook, self.assignment
+        gradebook.update_or_create_student(student)
+        stamp = rows.get("timestamp")
+        extra = {"timestamp": datetime.fromisoformat(stamp)} if stamp else {}
+        gradebook.update_or_create_submission(assignment, student, **extra)
+        for notebook, values in rows["notebooks"].items():
+            submitted = gradebook.find_submission_notebook(notebook, assignment, student)
+            submitted.late_submission_penalty = values["late_submission_penalty"]
+            submitted.flagged = values["flagged"]
+            for name, grade_row in values["grades"].items():
+                grade = gradebook.find_grade(name, notebook, assignment, student)
+                grade.auto_score = grade_row["auto_score"]
+                grade.needs_manual_grade = bool(
+                    grade_row["needs_manual_grade"] or grade.manual_score is not None
+                )
+            for name, text in values["comments"].items():
+                gradebook.find_comment(name, notebook, assignment, student).auto_comment = text
+        gradebook.db.commit()
 
 
-class Worker:
-    """One worker process and the student it is grading (if any)."""
+def template_for(assignment: str) -> bytes:
+    """A gradebook holding only `assignment` (its cells, points and checksums), for the workers:
+    ``nbgrader generate_assignment`` into a scratch database and release folder."""
+    import tempfile
 
-    def __init__(self, context) -> None:
-        self.context = context
-        self.student: str | None = None
-        self.deadline = math.inf
-        self.start()
+    from .worker import template_gradebook
 
-    def start(self) -> None:
-        self.conn, child = self.context.Pipe()
-        self.process = self.context.Process(target=_worker, args=(str(ROOT), child), daemon=True)
-        self.process.start()
-        child.close()
-
-    def give(self, assignment: str, student: str, notebooks: set[str], seconds: float) -> None:
-        self.student, self.deadline = student, time.monotonic() + seconds
-        self.conn.send((assignment, student, notebooks))
-
-    def kill(self) -> None:
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        self.process.join(10)
-        self.conn.close()
-
-    def replace(self) -> None:
-        self.kill()
-        self.student, self.deadline = None, math.inf
-        self.start()
-
-    def stop(self) -> None:
-        try:
-            self.conn.send(None)
-        except OSError:
-            pass
-        self.process.join(30)
-        if self.process.is_alive():
-            self.kill()
+    with tempfile.TemporaryDirectory(prefix="seqmodels-template-") as tmp:
+        db = Path(tmp) / "template.db"
+        nbgrader(
+            "generate_assignment", assignment, "--force",
+            f"--CourseDirectory.db_url=sqlite:///{db}",
+            f"--CourseDirectory.release_directory={Path(tmp) / 'release'}",
+            timeout=600,
+        )  # fmt: skip
+        return template_gradebook(db)
 
 
-def grade_all(
-    assignment: str,
-    students: list[str],
-    notebooks: set[str],
-    jobs: int,
-    student_seconds: float,
-    run_seconds: float,
-) -> dict[str, str]:
-    """Grade `students` in `jobs` workers, each also writing its students' feedback;
-    ``{student: "graded" | "failed: why"}`` for every one."""
-    context = multiprocessing.get_context("spawn")
-    queue, results = deque(students), {}
-    run_deadline = time.monotonic() + run_seconds
-    workers = [Worker(context) for _ in range(max(1, min(jobs, len(students))))]
-    with tqdm(total=len(students), desc="autograde", unit="student") as bar:
-        while queue or any(w.student for w in workers):
-            now = time.monotonic()
-            for worker in workers:
-                if worker.student is None and queue and now < run_deadline:
-                    worker.give(assignment, queue.popleft(), notebooks, student_seconds)
-            if now >= run_deadline:
-                while queue:
-                    results[queue.popleft()] = (
-                        f"failed: not graded, the run's time limit ({run_seconds / 60:.0f} min) "
-                        "ran out first"
-                    )
-                    bar.update()
-            busy = [w for w in workers if w.student]
-            wait([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout=1)
-            for worker in busy:
-                student, status = worker.student, None
-                try:
-                    if worker.conn.poll():
-                        _, status = worker.conn.recv()
-                        worker.student, worker.deadline = None, math.inf
-                except (EOFError, OSError):
-                    pass
-                if status is None and not worker.process.is_alive():
-                    status = (
-                        f"failed: the grading worker died (exit code {worker.process.exitcode}) "
-                        "while grading this submission"
-                    )
-                    worker.replace()
-                elif status is None and time.monotonic() > worker.deadline:
-                    status = (
-                        f"failed: grading did not finish within {student_seconds:.0f} s; the "
-                        "grading worker was stopped"
-                    )
-                    worker.replace()
-                if status is not None:
-                    results[student] = status
-                    bar.update()
-    for worker in workers:
-        worker.stop()
-    return results
+def submission_files(folder: Path) -> dict[str, bytes]:
+    """The regular files of a submission (links were dropped), by path relative to it."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
 
 
 # ---------------------------------------------------------------------------- after grading
@@ -317,16 +287,15 @@ def course_gradebook():
     return Gradebook(coursedir.db_url, coursedir.course_id)
 
 
-def forget_submission(assignment: str, student: str) -> None:
+def forget_submission(gradebook, assignment: str, student: str) -> None:
     """Make sure `student` is in the gradebook with no (partial) submission of `assignment`."""
     from nbgrader.api import MissingEntry
 
-    with course_gradebook() as gradebook:
-        gradebook.update_or_create_student(student)
-        try:
-            gradebook.remove_submission(assignment, student)
-        except MissingEntry:
-            pass
+    gradebook.update_or_create_student(student)
+    try:
+        gradebook.remove_submission(assignment, student)
+    except MissingEntry:
+        pass
 
 
 def note_page(assignment: str, student: str, note: str) -> str:
@@ -380,7 +349,22 @@ def export_csv(csv_path: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description="Grade every submission of one assignment.")
     parser.add_argument("assignment")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="worker processes of the local cluster (without --scheduler)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        default=os.environ.get("SEQMODELS_SCHEDULER") or None,
+        help="a Dask scheduler's address (tcp://host:8786): grade on its workers, not locally",
+    )
+    parser.add_argument(
+        "--worker-course",
+        default=None,
+        help="where the workers' copy of the course is (default: this folder's path)",
+    )
     parser.add_argument("--force", action="store_true", help="grade students graded before")
     parser.add_argument(
         "--unsafe-no-sandbox",
@@ -405,8 +389,7 @@ def main() -> int:
     student_seconds = args.student_timeout or budget + 120
     memory = int(os.environ.get("SEQMODELS_MEMORY_LIMIT_MB", 4096))
     if args.unsafe_no_sandbox:
-        sandbox = UNSAFE
-        os.environ["SEQMODELS_SANDBOX"] = "none"
+        sandbox, mode = UNSAFE, "none"
         print(
             "WARNING: grading WITHOUT a sandbox (--unsafe-no-sandbox): students' code runs with "
             "your user's rights and can read the references and change grades. grades.csv says so."
@@ -422,10 +405,12 @@ def main() -> int:
                 "grades.csv will say so)."
             )
             return 2
-        sandbox = "bubblewrap"
-        os.environ["SEQMODELS_SANDBOX"] = "bubblewrap"
+        sandbox, mode = "bubblewrap", "bubblewrap"
         print(f"sandbox: bubblewrap; {limits}")
+    os.environ["SEQMODELS_SANDBOX"] = mode
     release = ROOT / "assignments" / args.assignment
+    # the workers' one-assignment gradebook is made while the course's own gradebook is synced
+    making_template = ThreadPoolExecutor(1).submit(template_for, args.assignment)
     nbgrader("generate_assignment", args.assignment, "--force", timeout=600)
     notebooks = sorted(p.name for p in release.glob("*.ipynb"))
     try:
@@ -434,8 +419,14 @@ def main() -> int:
     except (ReferencesMismatch, OSError) as error:
         print(f"cannot grade: the reference outputs are not usable: {error}")
         return 2
+    # a student is graded again only if never graded or if the submission changed since
+    digests = {s: digest_folder(submitted / s / args.assignment) for s in students}
     earlier = {s: read_status(args.assignment, s) for s in students}
-    todo = [s for s in students if args.force or not earlier[s]]
+    todo = [
+        s
+        for s in students
+        if args.force or not earlier[s] or earlier[s].get("digest") != digests[s]
+    ]
     notes: dict[str, list[str]] = {}
     for student in todo:
         folder = submitted / student / args.assignment
@@ -445,25 +436,50 @@ def main() -> int:
             + drop_links(folder)
             + repair_unreadable(folder, release)
         )
+        digests[student] = digest_folder(folder)  # as graded, after any repair
         for note in notes[student]:
             print(f"{student}: {note}")
     start = time.perf_counter()
     jobs = max(1, min(args.jobs, len(todo) or 1))
-    run_seconds = (args.max_minutes or 2 * student_seconds * math.ceil(len(todo) / jobs) / 60) * 60
-    results = (
-        grade_all(args.assignment, todo, set(notebooks), jobs, student_seconds, run_seconds)
-        if todo
-        else {}
-    )
+    workers = jobs
+    results: dict[str, str] = {}
+    if todo:
+        course = args.worker_course or str(ROOT)
+        digest = references_digest(ROOT, args.assignment)
+        work = [
+            {
+                "assignment": args.assignment,
+                "student": student,
+                "files": submission_files(submitted / student / args.assignment),
+                "notebooks": notebooks,
+                "course": course,
+                "references": digest,
+                "sandbox": mode,
+                "seconds": student_seconds,
+            }
+            for student in todo
+        ]
+        template = making_template.result()
+        client = open_client(args.scheduler, jobs)
+        try:
+            workers = len(client.scheduler_info()["workers"]) or jobs
+            run_seconds = (
+                args.max_minutes or 2 * student_seconds * math.ceil(len(todo) / workers) / 60
+            ) * 60
+            logging.captureWarnings(True)  # nbgrader's SQLAlchemy warnings: to the log
+            warnings_log = logging.FileHandler(ROOT / "grading" / "autograde.log")
+            logging.getLogger("py.warnings").addHandler(warnings_log)
+            logging.getLogger("py.warnings").propagate = False
+            with course_gradebook() as gradebook:
+                record = Recorder(args.assignment, gradebook, notes, sandbox, digests)
+                results = grade_everywhere(client, work, template, record, run_seconds)
+        finally:
+            cluster = client.cluster
+            client.close()
+            if cluster is not None:
+                cluster.close()
     seconds = time.perf_counter() - start
     autograded = ROOT / "grading" / "autograded"
-    for student, status in results.items():
-        said = [] if status == "graded" else [status.removeprefix("failed: ")]
-        note = "; ".join(said + notes.get(student, []))
-        write_status(args.assignment, student, status.split(":")[0], sandbox, note)
-        if status != "graded":
-            shutil.rmtree(autograded / student / args.assignment, ignore_errors=True)
-            forget_submission(args.assignment, student)
     feedback = ROOT / "grading" / "feedback"
     pages = {Path(n).with_suffix(".html").name for n in notebooks}
     for student in students:  # a graded student whose worker made no feedback gets it here
@@ -473,7 +489,7 @@ def main() -> int:
             keep_only(autograded / student / args.assignment, set(notebooks))
             nbgrader("generate_feedback", args.assignment, "--student", student, "--force")
     for student in students:
-        folder = ROOT / "grading" / "feedback" / student / args.assignment
+        folder = feedback / student / args.assignment
         status = read_status(args.assignment, student) or {}
         if status.get("status") == "failed":
             folder.mkdir(parents=True, exist_ok=True)
@@ -484,11 +500,12 @@ def main() -> int:
     csv_path = ROOT / "grading" / "grades.csv"
     export_csv(csv_path)
     failed = {s: r for s, r in results.items() if r != "graded"}
+    where = f"on the scheduler {args.scheduler}" if args.scheduler else "on this machine"
     print(
         f"{len(results) - len(failed)} graded, {len(students) - len(todo)} already done, "
-        f"{len(failed)} not graded, in {seconds:.1f} s with {jobs} jobs (sandbox: {sandbox}); "
-        f"grades in {csv_path.relative_to(ROOT)}, feedback in grading/feedback/, "
-        "log in grading/autograde.log"
+        f"{len(failed)} not graded, in {seconds:.1f} s with {workers} workers {where} "
+        f"(sandbox: {sandbox}); grades in {csv_path.relative_to(ROOT)}, feedback in "
+        "grading/feedback/, log in grading/autograde.log"
     )
     for student, status in sorted(failed.items()):
         print(f"  {student}: {status}")

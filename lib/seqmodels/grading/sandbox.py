@@ -67,10 +67,12 @@ from traitlets import Type
 SANDBOX_UID = 65534  # "nobody"
 # the grader's own machinery never enters a kernel
 GRADER_ONLY = [
+    "seqmodels.grading.cluster",
     "seqmodels.grading.preprocessors",
     "seqmodels.grading.references",
     "seqmodels.grading.run",
     "seqmodels.grading.sandbox",
+    "seqmodels.grading.worker",
 ]
 VENV = "/opt/venv"
 COURSE = "/run/course"  # the allowed course modules, read-only
