@@ -217,3 +217,8 @@ def test_the_built_book_recorded_every_chapters_claims():
         match = re.search(rf"^## {chapter.stem} \((\d+)\)$", text, re.M)
         assert match, f"{chapter.stem} is missing from {report}"
         assert int(match[1]) >= cells, f"{chapter.stem}: {cells} claim cells, {match[1]} claims"
+
+
+def test_the_intro_states_the_reading_rate_the_build_uses():
+    intro = (ROOT / "book" / "intro.md").read_text()
+    assert f"{{const}}`{WORDS_PER_MINUTE}` words a minute" in intro
