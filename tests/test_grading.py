@@ -212,6 +212,32 @@ def test_a_second_run_resumes_without_regrading(graded):
     )
 
 
+def test_a_changed_submission_is_graded_again_and_a_manual_score_is_kept(graded):
+    """The instructor scores a task of `blank` by hand; the student then resubmits the solution:
+    the next run grades that student alone, and the manual score stays (the driver's writes keep
+    it, as nbgrader's own autograde does)."""
+    from nbgrader.api import Gradebook
+
+    course = graded["course"]
+    url = f"sqlite:///{course / 'grading' / 'gradebook.db'}"
+    with Gradebook(url) as gradebook:
+        grade = gradebook.find_submission(PS, "blank").notebooks[0].grades[0]
+        cell = grade.name
+        grade.manual_score = 0.5
+        gradebook.db.commit()
+    release, answers = release_and_answers(course)
+    path = course / "grading" / "submitted" / "blank" / PS / f"{PS}.ipynb"
+    path.write_text(nbformat.writes(fill(release, answers)))
+    result = run(course, str(BIN / "python"), "-m", "seqmodels.grading.run", PS)
+    assert "1 graded," in result.stdout, result.stdout
+    assert f"{len(graded['students']) - 1} already done" in result.stdout
+    with Gradebook(url) as gradebook:
+        grade = gradebook.find_grade(cell, PS, PS, "blank")
+        assert grade.manual_score == 0.5 and grade.auto_score == grade.max_score
+        assert grade.needs_manual_grade  # the instructor's score stands until they look again
+        assert gradebook.find_submission(PS, "solution").score == 10  # untouched
+
+
 def test_the_release_is_in_sync_and_holds_no_solutions_hidden_tests_or_references(course):
     assert_release_in_sync(course, PS)
 
@@ -255,7 +281,9 @@ def _worker_grading(student: str) -> int | None:
     for proc in Path("/proc").iterdir():
         try:
             args = (proc / "cmdline").read_bytes().split(b"\0")
-            if Path(args[0].decode()).name == "bwrap" and f"/{student}/".encode() in b" ".join(args):
+            if Path(args[0].decode()).name == "bwrap" and f"/{student}/".encode() in b" ".join(
+                args
+            ):
                 return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
