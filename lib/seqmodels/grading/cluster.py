@@ -54,8 +54,17 @@ def open_client(scheduler: str | None, jobs: int, allowed_failures: int = ALLOWE
         memory_limit=0,  # the sandbox limits each kernel; the worker itself stays small
         dashboard_address=None,
         silence_logs=logging.ERROR,
+        preload=["seqmodels.grading.worker"],  # nbgrader imported while the workers start
     )
     return Client(cluster)
+
+
+def close_client(client) -> None:
+    """Disconnect; a LocalCluster this process started is stopped too."""
+    cluster = client.cluster
+    client.close()
+    if cluster is not None:
+        cluster.close()
 
 
 def killed_worker_note(error: BaseException) -> str:

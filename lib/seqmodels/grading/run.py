@@ -48,7 +48,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_markdown_cell
 
-from .cluster import grade_everywhere, open_client
+from .cluster import close_client, grade_everywhere, open_client
 from .references import ReferencesMismatch
 from .references import load as load_references
 from .sandbox import Sandbox, SandboxUnavailable
@@ -329,8 +329,12 @@ def held_for_review() -> dict[tuple[str, str], list[str]]:
 
 
 def export_csv(csv_path: Path) -> None:
-    """``nbgrader export``, then the `review`, `sandbox` and `note` columns."""
-    nbgrader("export", "--to", str(csv_path), timeout=600)
+    """nbgrader's CSV export (its `CsvExportPlugin`, in this process, on the course's gradebook),
+    then the `review`, `sandbox` and `note` columns."""
+    from nbgrader.plugins import CsvExportPlugin
+
+    with course_gradebook() as gradebook:
+        CsvExportPlugin(to=str(csv_path)).export(gradebook)
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
     fields = list(rows[0].keys()) if rows else ["assignment", "student_id", "score"]
@@ -409,16 +413,6 @@ def main() -> int:
         print(f"sandbox: bubblewrap; {limits}")
     os.environ["SEQMODELS_SANDBOX"] = mode
     release = ROOT / "assignments" / args.assignment
-    # the workers' one-assignment gradebook is made while the course's own gradebook is synced
-    making_template = ThreadPoolExecutor(1).submit(template_for, args.assignment)
-    nbgrader("generate_assignment", args.assignment, "--force", timeout=600)
-    notebooks = sorted(p.name for p in release.glob("*.ipynb"))
-    try:
-        for name in notebooks:
-            load_references(ROOT / "solutions" / args.assignment / "references", Path(name).stem)
-    except (ReferencesMismatch, OSError) as error:
-        print(f"cannot grade: the reference outputs are not usable: {error}")
-        return 2
     # a student is graded again only if never graded or if the submission changed since
     digests = {s: digest_folder(submitted / s / args.assignment) for s in students}
     earlier = {s: read_status(args.assignment, s) for s in students}
@@ -427,6 +421,25 @@ def main() -> int:
         for s in students
         if args.force or not earlier[s] or earlier[s].get("digest") != digests[s]
     ]
+    jobs = max(1, min(args.jobs, len(todo) or 1))
+    # while the course's gradebook is synced: the workers' one-assignment gradebook is made and
+    # the cluster started (its workers import nbgrader as they start)
+    background = ThreadPoolExecutor(2)
+    making_template = background.submit(template_for, args.assignment)
+    opening = background.submit(open_client, args.scheduler, jobs) if todo else None
+    usable = False
+    try:
+        nbgrader("generate_assignment", args.assignment, "--force", timeout=600)
+        notebooks = sorted(p.name for p in release.glob("*.ipynb"))
+        for name in notebooks:
+            load_references(ROOT / "solutions" / args.assignment / "references", Path(name).stem)
+        usable = True
+    except (ReferencesMismatch, OSError) as error:
+        print(f"cannot grade: the reference outputs are not usable: {error}")
+        return 2
+    finally:
+        if not usable and opening is not None:  # no grading: stop the cluster started for it
+            close_client(opening.result())
     notes: dict[str, list[str]] = {}
     for student in todo:
         folder = submitted / student / args.assignment
@@ -440,7 +453,6 @@ def main() -> int:
         for note in notes[student]:
             print(f"{student}: {note}")
     start = time.perf_counter()
-    jobs = max(1, min(args.jobs, len(todo) or 1))
     workers = jobs
     results: dict[str, str] = {}
     if todo:
@@ -460,7 +472,7 @@ def main() -> int:
             for student in todo
         ]
         template = making_template.result()
-        client = open_client(args.scheduler, jobs)
+        client = opening.result()
         try:
             workers = len(client.scheduler_info()["workers"]) or jobs
             run_seconds = (
@@ -474,10 +486,7 @@ def main() -> int:
                 record = Recorder(args.assignment, gradebook, notes, sandbox, digests)
                 results = grade_everywhere(client, work, template, record, run_seconds)
         finally:
-            cluster = client.cluster
-            client.close()
-            if cluster is not None:
-                cluster.close()
+            close_client(client)
     seconds = time.perf_counter() - start
     autograded = ROOT / "grading" / "autograded"
     feedback = ROOT / "grading" / "feedback"

@@ -39,6 +39,15 @@ LOG_KEEP = 64 * 2**10  # characters of a submission's grading log sent back to t
 _CONFIG: dict[str, object] = {}  # the course's nbgrader configuration, loaded once per worker
 
 
+def dask_setup(worker=None) -> None:
+    """Dask's preload hook (``dask worker --preload seqmodels.grading.worker``): import nbgrader and
+    the course's preprocessors while the worker starts, not when its first submission arrives."""
+    import nbgrader.apps  # noqa: F401
+    import nbgrader.converters  # noqa: F401
+
+    from . import preprocessors  # noqa: F401
+
+
 def digest_folder(folder: Path, names: list[str] | None = None) -> str:
     """SHA-256 over the relative paths and bytes of the regular files under `folder` (or `names`)."""
     digest = hashlib.sha256()
