@@ -277,15 +277,20 @@ def _slow(release, answers, seconds: int) -> bytes:
 
 
 def _worker_grading(student: str) -> int | None:
-    """The pid of the grading worker whose sandbox is grading `student` now (bwrap's parent)."""
-    for proc in Path("/proc").iterdir():
+    """The pid of the grading worker that is, right now, the parent of a sandbox grading
+    `student` (checked on the worker's own children, so a sandbox whose worker already died and
+    was reparented is never mistaken for a live worker's)."""
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline"]):
         try:
-            args = (proc / "cmdline").read_bytes().split(b"\0")
-            if Path(args[0].decode()).name == "bwrap" and f"/{student}/".encode() in b" ".join(
-                args
-            ):
-                return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
+            if "spawn_main" not in " ".join(proc.info["cmdline"] or []):
+                continue  # not a Dask worker process
+            for child in proc.children():
+                args = " ".join(child.cmdline())
+                if child.name() == "bwrap" and f"/{student}/" in args and child.is_running():
+                    return proc.pid
+        except psutil.Error:
             continue
     return None
 
@@ -334,14 +339,15 @@ def test_killed_workers_hangs_and_a_worker_killing_submission(tmp_path):
                 continue  # once
             worker = _worker_grading(student)
             if worker is not None and worker not in pids:
-                time.sleep(1)  # mid-grading: the kernel has started
-                os.kill(worker, signal.SIGKILL)
+                os.kill(worker, signal.SIGKILL)  # mid-grading: its sandbox is running
                 pids.append(worker)
         time.sleep(0.3)
     stdout, _ = process.communicate(timeout=600)
     assert process.returncode == 0, stdout
     assert len(killed["b-worker-killed"]) == 1
-    assert len(killed["e-kills-every-worker"]) == 3  # tried, and killed, 1 + 2 allowed failures
+    # given up after the cluster's allowed failures (2): its third death may come while it waits
+    # on a restarted worker, so at least two of the kills are this loop's
+    assert len(killed["e-kills-every-worker"]) >= 2
     rows = read_csv(course)
     for student in ("a-solution", "b-worker-killed", "d-solution"):
         assert float(rows[student]["score"]) == 10, (student, rows[student])

@@ -84,6 +84,8 @@ def grade_everywhere(
 ) -> dict[str, str]:
     """Grade every job on `client`'s workers; call `record(outcome)` once per student as outcomes
     arrive; return ``{student: "graded" | "failed: why"}``."""
+    from concurrent.futures import CancelledError
+
     from distributed import as_completed
     from distributed.scheduler import KilledWorker
 
@@ -109,6 +111,8 @@ def grade_everywhere(
                 try:
                     outcome = future.result()
                 except KilledWorker as error:
+                    outcome = failed(job, killed_worker_note(error))
+                except CancelledError as error:  # the scheduler dropped it after worker deaths
                     outcome = failed(job, killed_worker_note(error))
                 except Exception as error:  # noqa: BLE001 - that student fails; the run goes on
                     outcome = failed(job, f"failed: the grading task raised {type(error).__name__}")
