@@ -53,6 +53,39 @@ def test_a_worker_with_other_references_refuses_to_grade():
 
 def test_an_outcome_for_a_task_that_returned_none_says_why():
     job = {"assignment": "ps1", "student": "s1"}
-    outcome = failed(job, killed_worker_note(RuntimeError("x")))
+    outcome = failed(job, killed_worker_note(3))
     assert outcome["student"] == "s1" and outcome["notebooks"] == {}
     assert "stopped its grading worker each time" in outcome["status"]
+
+
+def test_the_driver_blames_only_the_submission_a_dead_worker_was_grading():
+    """Two worker processes; one submission kills its worker every time it is tried. It is given
+    up after exactly `ALLOWED_FAILURES + 1` tries, and every other submission, including those
+    queued while workers died, is graded once."""
+    from seqmodels.grading.cluster import (
+        ALLOWED_FAILURES,
+        close_client,
+        grade_everywhere,
+        open_client,
+    )
+
+    def task(job, template):
+        import os
+        import time
+
+        if job["student"] == "killer":
+            os._exit(1)  # takes its worker process down
+        time.sleep(0.3)
+        return {"student": job["student"], "status": "graded", "template": len(template)}
+
+    jobs = [{"assignment": "ps1", "student": s} for s in ("a", "killer", "b", "c", "d", "e")]
+    recorded = []
+    client = open_client(None, 2)
+    try:
+        results = grade_everywhere(client, jobs, b"x" * 1000, recorded.append, 120, task=task)
+    finally:
+        close_client(client)
+    assert sorted(o["student"] for o in recorded) == sorted(j["student"] for j in jobs)
+    assert {s: r for s, r in results.items() if s != "killer"} == dict.fromkeys("abcde", "graded")
+    assert results["killer"] == killed_worker_note(ALLOWED_FAILURES + 1)
+    assert all(o.get("template") == 1000 for o in recorded if o["student"] != "killer")

@@ -6,12 +6,11 @@ time each) on this machine: the default, so a laptop and a cluster take the same
 ``dask worker tcp://host:8786 --nthreads 1`` on machines that have the course's virtual
 environment, bubblewrap and a copy of the course (see the README).
 
-`grade_everywhere` sends one `seqmodels.grading.worker.grade_submission` task per student and hands
-each outcome to the driver's `record` callback **as it arrives, once per student**: the driver alone
-writes the gradebook, the feedback and the grades file. Dask gives a task whose worker died to
-another worker; after ``allowed_failures`` such deaths the scheduler gives up on it
-(``KilledWorker``) and the student is recorded as one whose grading kept killing its worker, while
-everyone else is graded.
+`grade_everywhere` sends one `seqmodels.grading.worker.grade_submission` task per student, each to
+a free worker thread, and hands each outcome to the driver's `record` callback **as it arrives,
+once per student**: the driver alone writes the gradebook, the feedback and the grades file. A
+submission whose worker died is graded again on another; after ``ALLOWED_FAILURES`` such deaths it
+is recorded as one whose grading kept killing its worker, while everyone else is graded.
 """
 
 from __future__ import annotations
@@ -19,18 +18,19 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections import Counter, deque
 from collections.abc import Callable
+from concurrent.futures import CancelledError
 
 from tqdm import tqdm
 
 from .worker import grade_submission
 
-#: how many times a submission may take its worker down before it is given up (LocalCluster; a
-#: running scheduler has its own ``distributed.scheduler.allowed-failures``)
+#: how many times a submission may take its worker down before it is given up
 ALLOWED_FAILURES = 2
 
 
-def open_client(scheduler: str | None, jobs: int, allowed_failures: int = ALLOWED_FAILURES):
+def open_client(scheduler: str | None, jobs: int):
     """A Dask client: of a running scheduler, or of a new LocalCluster of `jobs` processes."""
     import dask
     from distributed import Client, LocalCluster
@@ -39,10 +39,6 @@ def open_client(scheduler: str | None, jobs: int, allowed_failures: int = ALLOWE
         return Client(scheduler, timeout="30s")
     dask.config.set(
         {
-            "distributed.scheduler.allowed-failures": allowed_failures,
-            # one task per worker thread at a time, the rest wait at the scheduler: a worker that
-            # dies takes down (and counts a failure against) only the submission it was grading
-            "distributed.scheduler.worker-saturation": 1.0,
             # a grading worker runs subprocesses (the sandboxed kernels): not a daemon
             "distributed.worker.daemon": False,
         }
@@ -67,10 +63,10 @@ def close_client(client) -> None:
         cluster.close()
 
 
-def killed_worker_note(error: BaseException) -> str:
+def killed_worker_note(deaths: int) -> str:
     return (
         "failed: grading this submission stopped its grading worker each time it was tried "
-        f"({type(error).__name__}); it was given up so that the others could be graded"
+        f"({deaths} times); it was given up so that the others could be graded"
     )
 
 
@@ -81,57 +77,87 @@ def grade_everywhere(
     record: Callable[[dict], None],
     run_seconds: float,
     task: Callable[..., dict] = grade_submission,
+    allowed_failures: int = ALLOWED_FAILURES,
 ) -> dict[str, str]:
     """Grade every job on `client`'s workers; call `record(outcome)` once per student as outcomes
-    arrive; return ``{student: "graded" | "failed: why"}``."""
-    from concurrent.futures import CancelledError
+    arrive; return ``{student: "graded" | "failed: why"}``.
 
-    from distributed import as_completed
+    The driver, not Dask's scheduler, decides where each submission goes: it is sent, pinned, to a
+    worker thread that is free, so a worker never holds a submission it is not grading. When a
+    worker disappears, the one submission it was grading is counted against and queued again
+    (first in line); after `allowed_failures` such deaths it is recorded as failed. Every attempt
+    is a new task, so Dask's own failure count never decides, and nothing lives on a worker between
+    tasks (the template travels with each task) that a worker's death could lose.
+    """
     from distributed.scheduler import KilledWorker
 
-    shared = client.scatter(template, broadcast=True)
-    run = uuid.uuid4().hex[:8]
-    futures = {
-        client.submit(task, job, shared, key=f"grade-{job['student']}-{run}", pure=False): job
-        for job in jobs
-    }
+    waiting = deque(jobs)
+    running: dict = {}  # future -> (job, worker address)
+    deaths: Counter[str] = Counter()
     results: dict[str, str] = {}
+    run = uuid.uuid4().hex[:8]
     deadline = time.monotonic() + run_seconds
-    arriving = as_completed(futures)
-    with tqdm(total=len(futures), desc="autograde", unit="student") as bar:
-        while not arriving.is_empty():
-            done = arriving.next_batch(block=False)
-            if not done:
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.2)
-                continue
-            for future in done:
-                job = futures[future]
-                try:
-                    outcome = future.result()
-                except KilledWorker as error:
-                    outcome = failed(job, killed_worker_note(error))
-                except CancelledError as error:  # the scheduler dropped it after worker deaths
-                    outcome = failed(job, killed_worker_note(error))
-                except Exception as error:  # noqa: BLE001 - that student fails; the run goes on
-                    outcome = failed(job, f"failed: the grading task raised {type(error).__name__}")
-                if job["student"] in results:  # pragma: no cover - Dask yields each future once
-                    raise RuntimeError(f"{job['student']} came back twice")
-                results[job["student"]] = outcome["status"]
-                record(outcome)
-                bar.update()
-        late = [f for f in futures if futures[f]["student"] not in results]
-        client.cancel(late)
-        for future in late:
-            job = futures[future]
-            minutes = run_seconds / 60
-            outcome = failed(
-                job, f"failed: not graded, the run's time limit ({minutes:.0f} min) ran out"
-            )
-            results[job["student"]] = outcome["status"]
+
+    with tqdm(total=len(jobs), desc="autograde", unit="student") as bar:
+
+        def finish(outcome: dict) -> None:
+            student = outcome["student"]
+            if student in results:  # pragma: no cover - each job is finished once
+                raise RuntimeError(f"{student} came back twice")
+            results[student] = outcome["status"]
             record(outcome)
             bar.update()
+
+        def lost(job: dict) -> None:
+            deaths[job["student"]] += 1
+            if deaths[job["student"]] > allowed_failures:
+                finish(failed(job, killed_worker_note(deaths[job["student"]])))
+            else:
+                waiting.appendleft(job)
+
+        while (waiting or running) and time.monotonic() < deadline:
+            changed = False
+            live = client.nthreads()
+            for future in [f for f in running if f.done()]:
+                job, _ = running.pop(future)
+                changed = True
+                try:
+                    finish(future.result())
+                except (KilledWorker, CancelledError):  # a scheduler that gave up on it
+                    lost(job)
+                except Exception as error:  # noqa: BLE001 - that student fails; the run goes on
+                    finish(failed(job, f"failed: the grading task raised {type(error).__name__}"))
+            for future, (job, address) in list(running.items()):
+                if address not in live:  # its worker died while grading it
+                    del running[future]
+                    future.cancel()
+                    lost(job)
+                    changed = True
+            busy = Counter(address for _, address in running.values())
+            for address, threads in live.items():
+                while waiting and busy[address] < threads:
+                    job = waiting.popleft()
+                    attempt = deaths[job["student"]]
+                    future = client.submit(
+                        task,
+                        job,
+                        template,
+                        key=f"grade-{job['student']}-{run}-{attempt}",
+                        workers=[address],
+                        allow_other_workers=False,
+                        pure=False,
+                    )
+                    running[future] = (job, address)
+                    busy[address] += 1
+                    changed = True
+            if not changed:
+                time.sleep(0.2)
+        client.cancel(list(running))
+        minutes = run_seconds / 60
+        for job in [job for job, _ in running.values()] + list(waiting):
+            finish(
+                failed(job, f"failed: not graded, the run's time limit ({minutes:.0f} min) ran out")
+            )
     return results
 
 
