@@ -139,7 +139,13 @@ class Attention(nn.Module):
     ``forward(q, k, v, key_mask)`` → ``(context: (batch, Tq, d_v), weights: (batch, Tq, Tk))``.
     ``"dot"`` and ``"scaled_dot"`` need ``d_q == d_k`` and have no parameters; ``"bilinear"`` learns
     ``W: (d_q, d_k)``; ``"additive"`` learns ``W_q: (a, d_q)``, ``W_k: (a, d_k)``, ``w: (a,)`` with
-    ``a = hidden`` (default ``d_k``)."""
+    ``a = hidden`` (default ``d_k``).
+
+    ``divisor`` (a plain attribute, default 1, not a parameter) divides the scores before the
+    softmax, $\mathrm{softmax}_j(s_{ij}/\tau)$: Chapter 7's explorer sets it on a trained model to
+    sharpen or flatten its weights without retraining."""
+
+    divisor: float = 1.0
 
     def __init__(self, score: str, d_q: int, d_k: int, hidden: int | None = None):
         super().__init__()
@@ -177,11 +183,14 @@ class Attention(nn.Module):
         v: torch.Tensor,
         key_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        weights = masked_softmax(self.scores(q, k), key_mask)
+        scores = self.scores(q, k)
+        if self.divisor != 1.0:
+            scores = scores / self.divisor
+        weights = masked_softmax(scores, key_mask)
         return attend(weights, v), weights
 
     def extra_repr(self) -> str:
-        return f"score={self.score!r}"
+        return f"score={self.score!r}" + (f", divisor={self.divisor}" if self.divisor != 1 else "")
 
 
 def weight_entropy(weights: torch.Tensor) -> torch.Tensor:

@@ -363,6 +363,42 @@ def lecture_weights(gru: GRU | nn.GRU) -> tuple[dict, dict, dict]:
     return W, U, b
 
 
+def gate_kind(core: nn.Module) -> str:
+    """``"gru"`` or ``"lstm"``: which gates `core` has (``ValueError`` for an ungated core)."""
+    if isinstance(core, nn.GRU | GRU):
+        return "gru"
+    if isinstance(core, nn.LSTM | LSTM):
+        return "lstm"
+    raise ValueError(
+        "expected a gated core (nn.GRU, nn.LSTM or seqmodels.gated's GRU or LSTM), got "
+        f"{type(core).__name__}"
+    )
+
+
+@torch.no_grad()
+def gate_values(core: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    r"""Every gate of a GRU or LSTM `core` at every step of reading `x: (T, d_in)` from the zero
+    state: name → ``(T, d_h)``, float64 on the CPU.
+
+    Row $t$ holds the gates computed from $\mathbf x_t$ and $\mathbf h_{t-1}$. A GRU's gates are
+    the lecture's, from `lecture_weights`: $\mathbf z_t = \sigma(W_z \mathbf x_t + U_z
+    \mathbf h_{t-1} + \mathbf b_z)$ (torch's gate is $1 - \mathbf z_t$) and $\mathbf r_t$ (the
+    same for either place of the reset gate); an LSTM's are $\mathbf i_t, \mathbf f_t,
+    \mathbf o_t$ from ``nn.LSTM``'s rows i, f, g, o and its two biases.
+    """
+    kind = gate_kind(core)
+    states = core(x[None])[0][0]  # (T, d_h): h_1 .. h_T
+    h_prev = torch.cat([torch.zeros_like(states[:1]), states[:-1]])  # h_0 .. h_{T-1}
+    if kind == "gru":
+        W, U, b = lecture_weights(core)
+        gates = {k: torch.sigmoid(x @ W[k].T + h_prev @ U[k].T + b[k]) for k in ("z", "r")}
+    else:
+        a = x @ core.weight_ih_l0.T + core.bias_ih_l0 + h_prev @ core.weight_hh_l0.T
+        i, f, _, o = (a + core.bias_hh_l0).chunk(4, -1)  # nn.LSTM's rows: i, f, g, o
+        gates = {"i": torch.sigmoid(i), "f": torch.sigmoid(f), "o": torch.sigmoid(o)}
+    return {k: v.double().cpu() for k, v in gates.items()}
+
+
 def forward_backward_seconds(rnn: nn.Module, x: torch.Tensor, repeats: int = 5) -> float:
     """Best-of-`repeats` seconds for one forward and backward pass of `rnn` over `x: (batch, time, d_in)`
     (the loss is the sum of the outputs): what one training step costs the recurrent part."""

@@ -99,3 +99,20 @@ class Explorer(_ipywidgets().VBox):
                     control.observe(self.update, names="value")
         self.update()
         return self.result
+
+
+def choose_model(models: Mapping[str, Any], model: str | None, kind: type) -> str:
+    """The name of the model an explorer starts with (`model`, or the first of `models`), after
+    checking that `models` is a non-empty mapping of names to `kind` instances."""
+    if not models:
+        raise ValueError(f"expected at least one {kind.__name__} model, got none")
+    for name, m in models.items():
+        if not isinstance(m, kind):
+            raise TypeError(
+                f"expected models[{name!r}] to be a {kind.__name__}, got {type(m).__name__}"
+            )
+    names = list(models)
+    model = names[0] if model is None else model
+    if model not in models:
+        raise ValueError(f"expected model to be one of {names}, got {model!r}")
+    return model
