@@ -36,4 +36,4 @@ def test_chapter_code_fits_the_page_and_has_no_outputs(path):
 def test_chapter_offers_its_notebook_and_states_its_runtime(path):
     text = path.read_text()
     assert f"<_generated/{path.stem}.ipynb>" in text
-    assert re.search(r"executed in \*\*\{glue:text\}`ch\d+_runtime", text)
+    assert re.search(r"executed in\s+\*\*\{glue:text\}`ch\d+_runtime", text)

@@ -251,3 +251,42 @@ def test_search_shows_snippets_without_latex(browser, server, origin):
     if origin == "http":
         assert errors == [], errors
     page.close()
+
+
+WIDE = {"width": 1400, "height": 900}
+
+
+@pytest.mark.parametrize("viewport", [WIDE, PHONE], ids=["1400px", "400px"])
+@pytest.mark.parametrize("path", [p for p in PAGES if "/ch" in p])
+def test_chapter_fits_the_screen_and_shows_its_explorer(browser, server, path, viewport):
+    """Each chapter at 1,400 and 400 px (full-page screenshots in _build/screenshots/): the page
+    never scrolls sideways, no figure is wider than the text column, the opening box gives goals,
+    prerequisites and reading and running times, and the explorer's static figure is there with
+    its alt text and the line saying the notebook makes it live."""
+    page, errors, _ = open_page(browser, f"{server}/{path}", viewport=viewport)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    name = f"{Path(path).stem}-{viewport['width']}px.png"
+    page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
+    assert errors == [], errors
+    width = page.evaluate("() => document.documentElement.scrollWidth")
+    assert width <= viewport["width"], f"the page scrolls sideways ({width} px)"
+    figures = page.evaluate(
+        """() => Array.from(document.querySelectorAll("article img")).map(i => {
+             const column = i.closest("article").getBoundingClientRect();
+             const box = i.getBoundingClientRect();
+             return {src: i.src.split("/").pop(), alt: i.alt, right: box.right,
+                     column: column.right, width: box.width};
+           })"""
+    )
+    for figure in figures:
+        assert figure["right"] <= figure["column"] + 1, f"{figure['src']} sticks out"
+    opening = page.locator("article .admonition.tip").first.inner_text()
+    for part in ("You will be able to", "You need", "Reading about", "min", "executed in"):
+        assert part in opening, f"the opening box lacks {part!r}"
+    explorer = page.locator("article figure[id*='explorer']")
+    assert explorer.count() >= 1, "no explorer figure"
+    caption = explorer.first.inner_text()
+    assert "controls are live" in caption
+    alt = explorer.first.locator("img").get_attribute("alt")
+    assert alt and len(alt) > 40 and "{glue" not in alt
+    page.close()
