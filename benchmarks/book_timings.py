@@ -1,10 +1,12 @@
-"""Time the book: each chapter executed on its own, a clean build, and a no-change rebuild.
+"""Time the book: a clean build (each chapter's execution from the build's log), a no-change
+rebuild, and a rebuild after one library module changed (which chapters re-execute).
 
-    .venv/bin/python benchmarks/book_timings.py            # everything (minutes)
-    .venv/bin/python benchmarks/book_timings.py --chapters # chapter execution only
-    .venv/bin/python benchmarks/book_timings.py --chapters ch02 ch03  # only the chapters named
+    .venv/bin/python benchmarks/book_timings.py                   # the three builds (minutes)
+    .venv/bin/python benchmarks/book_timings.py --change decoding # the module to change
+    .venv/bin/python benchmarks/book_timings.py --chapters ch02 ch03  # chapters executed on their own
 
-Prints a table; writes nothing but _build/ (the clean build deletes and rebuilds it).
+Prints a table; writes nothing but _build/ (the clean build deletes and rebuilds it). The changed
+module gets one comment line appended for its rebuild and is restored afterwards.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -39,15 +42,30 @@ def time_chapter(path: Path) -> float:
     return time.perf_counter() - start
 
 
-def time_make_book() -> float:
+EXECUTED = re.compile(r"book/(ch\w+)\.md: Executed notebook in ([\d.]+) seconds")
+
+
+def time_make_book() -> tuple[float, dict[str, float]]:
+    """Seconds for ``make book``, and each chapter it executed with mystnb's execution seconds."""
     start = time.perf_counter()
-    subprocess.run(["make", "book"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    build = subprocess.run(["make", "book"], cwd=ROOT, check=True, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    return seconds, {m[1]: float(m[2]) for m in EXECUTED.finditer(build.stdout + build.stderr)}
+
+
+def report(label: str, seconds: float, chapters: dict[str, float]) -> None:
+    executed = ", ".join(f"{name} {t:.1f}" for name, t in chapters.items()) or "none"
+    print(f"{label:<40} {seconds:6.1f} s; chapters executed (s): {executed}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chapters", action="store_true", help="only time chapter execution")
+    parser.add_argument(
+        "--change",
+        default="decoding",
+        help="the lib/seqmodels module to change (default: decoding)",
+    )
     parser.add_argument(
         "names", nargs="*", help="time only chapters whose file name starts with one of these"
     )
@@ -56,15 +74,26 @@ def main() -> None:
         f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, Python {sys.version.split()[0]}"
     )
-    for chapter in sorted((ROOT / "book").glob("ch*.md")):
-        if args.names and not chapter.stem.startswith(tuple(args.names)):
-            continue
-        print(f"chapter {chapter.stem:<28} executes in {time_chapter(chapter):6.1f} s")
+    module = ROOT / "lib" / "seqmodels" / f"{args.change.replace('.', '/')}.py"
+    if not module.is_file():
+        parser.error(
+            f"expected a module of lib/seqmodels, got {args.change!r} ({module} is absent)"
+        )
     if args.chapters:
+        for chapter in sorted((ROOT / "book").glob("ch*.md")):
+            if args.names and not chapter.stem.startswith(tuple(args.names)):
+                continue
+            print(f"chapter {chapter.stem:<28} executes in {time_chapter(chapter):6.1f} s")
         return
     shutil.rmtree(ROOT / "_build", ignore_errors=True)
-    print(f"clean build (make book, empty cache)    {time_make_book():6.1f} s")
-    print(f"no-change rebuild (make book)           {time_make_book():6.1f} s")
+    report("clean build (make book, empty cache)", *time_make_book())
+    report("no-change rebuild (make book)", *time_make_book())
+    original = module.read_bytes()
+    try:
+        module.write_bytes(original + b"\n# book_timings.py: a one-line change\n")
+        report(f"rebuild after changing {args.change}.py", *time_make_book())
+    finally:
+        module.write_bytes(original)
 
 
 if __name__ == "__main__":
