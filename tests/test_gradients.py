@@ -159,3 +159,13 @@ def test_loss_gradient_by_position_is_each_input_s_share_of_one_prediction_s_gra
     torch.testing.assert_close(reach, torch.stack(expected).mean(0))
     with pytest.raises(ValueError, match="position"):
         loss_gradient_by_position(model, sentences, 5)
+
+
+def test_spectral_norms_of_an_overflowed_product_are_infinite_and_the_radius_is_the_eigenvalue():
+    from seqmodels.gradients import spectral_norms, spectral_radius
+
+    m = torch.tensor([[[3.0, 0.0], [0.0, 1.0]], [[math.inf, 0.0], [0.0, 1.0]]])
+    assert spectral_norms(m).tolist() == [3.0, math.inf]
+    rotation = torch.tensor([[0.0, -2.0], [2.0, 0.0]])  # eigenvalues ±2i
+    assert abs(spectral_radius(rotation) - 2.0) < 1e-12
+    assert spectral_norms(rotation).item() == 2.0

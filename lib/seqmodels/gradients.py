@@ -108,8 +108,19 @@ def input_gradient_norms(
 
 
 def spectral_norms(matrices: torch.Tensor) -> torch.Tensor:
-    """The largest singular value of each matrix of `matrices: (..., n, m)`."""
-    return torch.linalg.matrix_norm(matrices, ord=2)
+    """The largest singular value of each matrix of `matrices: (..., n, m)`; ``inf`` for a matrix
+    with an entry that is not finite (a product of Jacobians that overflowed)."""
+    finite = torch.isfinite(matrices).all(-1).all(-1)
+    if bool(finite.all()):
+        return torch.linalg.matrix_norm(matrices, ord=2)
+    norms = torch.full(matrices.shape[:-2], math.inf, dtype=matrices.dtype)
+    norms[finite] = torch.linalg.matrix_norm(matrices[finite], ord=2)
+    return norms
+
+
+def spectral_radius(matrix: torch.Tensor) -> float:
+    """The largest modulus of an eigenvalue of a square matrix."""
+    return torch.linalg.eigvals(matrix.detach().double()).abs().max().item()
 
 
 def scaled_orthogonal(

@@ -474,7 +474,7 @@ def main() -> int:
         template = making_template.result()
         client = opening.result()
         try:
-            workers = len(client.scheduler_info()["workers"]) or jobs
+            workers = sum(client.nthreads().values()) or jobs  # one submission per thread
             run_seconds = (
                 args.max_minutes or 2 * student_seconds * math.ceil(len(todo) / workers) / 60
             ) * 60

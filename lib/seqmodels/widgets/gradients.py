@@ -28,7 +28,13 @@ import torch
 from matplotlib.figure import Figure
 from torch.func import functional_call
 
-from ..gradients import clip_grad_norm, decay_per_step, jacobian_chain, spectral_norms
+from ..gradients import (
+    clip_grad_norm,
+    decay_per_step,
+    jacobian_chain,
+    spectral_norms,
+    spectral_radius,
+)
 from ..plots import FIGURE_WIDTH, SERIES_COLORS
 from ..rnn import ElmanRNN
 from .explorer import Explorer
@@ -46,19 +52,6 @@ def _finite(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]]
     """The points with a positive y below :data:`OVERFLOW` (what a log axis can draw)."""
     kept = [(x, y) for x, y in zip(xs, ys, strict=True) if 0 < y < OVERFLOW]
     return [x for x, _ in kept], [y for _, y in kept]
-
-
-def _spectral_norms(matrices: torch.Tensor) -> torch.Tensor:
-    """`spectral_norms` of each matrix, ``inf`` for one that overflowed."""
-    finite = torch.isfinite(matrices).all(-1).all(-1)
-    norms = torch.full(matrices.shape[:-2], math.inf, dtype=matrices.dtype)
-    norms[finite] = spectral_norms(matrices[finite])
-    return norms
-
-
-def spectral_radius(matrix: torch.Tensor) -> float:
-    """The largest modulus of an eigenvalue of a square matrix."""
-    return torch.linalg.eigvals(matrix.detach().double()).abs().max().item()
 
 
 def gradient_explorer(
@@ -131,12 +124,12 @@ def gradient_explorer(
         if nonlinearity == "tanh":
             rnn_rho = copy.deepcopy(base)
             rnn_rho.weight_hh_l0.copy_(w_hh)
-            norms = _spectral_norms(jacobian_chain(rnn_rho, x)).flip(0)
+            norms = spectral_norms(jacobian_chain(rnn_rho, x)).flip(0)
         else:
             powers = [torch.eye(len(w_hh), dtype=w_hh.dtype)]
             for _ in range(steps_t):
                 powers.append(powers[-1] @ w_hh)
-            norms = _spectral_norms(torch.stack(powers))
+            norms = spectral_norms(torch.stack(powers))
         sigma = spectral_norms(w_hh).item()
         bound = (torch.tensor(sigma, dtype=torch.float64) ** torch.arange(steps_t + 1)).tolist()
         usable = bool(torch.all(torch.isfinite(norms[1:]) & (norms[1:] > 0)))
