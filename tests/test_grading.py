@@ -360,6 +360,8 @@ def test_killed_workers_hangs_and_a_worker_killing_submission(tmp_path):
     log = (course / "grading" / "autograde.log").read_text()
     for student in rows:
         assert log.count(f"== {PS} {student}: ") == 1, student
+    for student in ("a-solution", "d-solution"):  # and its worker's log lines once each
+        assert log.count(f"Creating/updating student with ID '{student}'") == 1, student
     assert sandbox_processes() == []
     again = run(course, *cmd[:-2])  # a resumed run does not block on them
     assert "0 graded," in again.stdout

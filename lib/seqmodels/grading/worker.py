@@ -169,10 +169,12 @@ def grade_submission(job: dict, template: bytes) -> dict:
         return outcome
     handler, buffer = _capture_logs()
     logging.captureWarnings(True)  # nbgrader's SQLAlchemy warnings go to this log, not stderr
-    loggers = [
-        logging.getLogger(),
-        logging.getLogger("traitlets"),
-        logging.getLogger("py.warnings"),
+    # on the root logger, which the others propagate to; and on any that does not propagate
+    # (a handler on both would record each line twice)
+    loggers = [logging.getLogger()] + [
+        logger
+        for logger in (logging.getLogger("traitlets"), logging.getLogger("py.warnings"))
+        if not logger.propagate
     ]
     for logger in loggers:
         logger.addHandler(handler)
