@@ -117,4 +117,6 @@ c.GuardedExecute.notebook_budget = int(os.environ.get("SEQMODELS_NOTEBOOK_BUDGET
 c.GuardedExecute.memory_limit_mb = int(os.environ.get("SEQMODELS_MEMORY_LIMIT_MB", 4096))
 c.GuardedExecute.max_processes = int(os.environ.get("SEQMODELS_MAX_PROCESSES", 256))
 c.GuardedExecute.cpu_cores = float(os.environ.get("SEQMODELS_CPU_CORES", 1))
+# each kernel forked from a zygote with ipykernel and torch imported (0: each one started cold)
+c.GuardedExecute.warm_kernels = os.environ.get("SEQMODELS_WARM_KERNELS", "1") != "0"
 c.JudgeCaptures.references_root = c.GuardedExecute.references_root = str(ROOT / "solutions")

@@ -4,10 +4,12 @@
 
 Builds a temporary copy of the course with `--students` copies of a problem set's solution as
 submissions, then times `python -m seqmodels.grading.run` sandboxed and with `--unsafe-no-sandbox`,
-with 1 job and with all cores, and plain `nbgrader autograde` (stock preprocessors, serial) on the
-same submissions. Beside them, the limit any grader can approach on this machine: the same answer
-and test code (the solution notebook, hidden tests included) run once per student in one warm
-interpreter with torch already imported — no kernel, no sandbox, no nbgrader — on every core.
+with 1 job and with all cores, sandboxed on all cores with cold kernels (each started from
+scratch instead of forked from the kernel zygote), and plain `nbgrader autograde` (stock
+preprocessors, serial) on the same submissions. Beside them, the limit any grader can approach
+on this machine: the same answer and test code (the solution notebook, hidden tests included) run
+once per student in one warm interpreter with torch already imported — no kernel, no sandbox, no
+nbgrader — on every core.
 Prints a table, the sandbox's overhead and the parallel runs against stock and against the limit.
 """
 
@@ -109,9 +111,11 @@ def warm_limit(students: int, ps: str, cores: int) -> float:
     return time.perf_counter() - start
 
 
-def timed(cmd: list, root: Path) -> tuple[float, str]:
+def timed(cmd: list, root: Path, **env: str) -> tuple[float, str]:
     start = time.perf_counter()
-    result = subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True, env=ENV)
+    result = subprocess.run(
+        cmd, cwd=root, check=True, capture_output=True, text=True, env={**ENV, **env}
+    )
     return time.perf_counter() - start, result.stdout
 
 
@@ -140,6 +144,13 @@ def main() -> None:
             seconds, stdout = timed(cmd if sandboxed else [*cmd, "--unsafe-no-sandbox"], root)
             rows[label] = (autograde_phase(stdout), seconds)
             shutil.rmtree(root)
+    # the same, each kernel started cold instead of forked from the zygote
+    root = make_course(n, stock=False, ps=ps)
+    cmd = [BIN / "python", "-m", "seqmodels.grading.run", ps, "--jobs", str(cores)]
+    seconds, stdout = timed(cmd, root, SEQMODELS_WARM_KERNELS="0")
+    cold = f"make grade, {cores} job{'s' * (cores > 1)}, sandboxed, cold kernels"
+    rows[cold] = (autograde_phase(stdout), seconds)
+    shutil.rmtree(root)
     root = make_course(n, stock=True, ps=ps)
     seconds, _ = timed([BIN / "nbgrader", "autograde", ps], root)
     rows["plain nbgrader autograde (serial)"] = (seconds, seconds)
@@ -147,9 +158,9 @@ def main() -> None:
     limit = warm_limit(n, ps, cores)
     rows[f"limit: warm interpreters, {cores} processes"] = (limit, limit)
     print(f"# {n} copies of the {ps.upper()} solution, {cores} cores, {time.strftime('%Y-%m-%d')}")
-    print(f"{'':40} {'autograde s':>11} {'per min':>8} {'whole command s':>16}")
+    print(f"{'':54} {'autograde s':>11} {'per min':>8} {'whole command s':>16}")
     for label, (autograde, whole) in rows.items():
-        print(f"{label:40} {autograde:11.1f} {60 * n / autograde:8.1f} {whole:16.1f}")
+        print(f"{label:54} {autograde:11.1f} {60 * n / autograde:8.1f} {whole:16.1f}")
     print("(whole command: the driver also syncs the release, writes feedback and exports the CSV)")
     for jobs in (1, cores):
         plural = "s" * (jobs > 1)

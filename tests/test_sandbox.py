@@ -50,6 +50,7 @@ facts["cwd"] = os.getcwd()
 facts["cwd_files"] = sorted(os.listdir("."))
 facts["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 facts["course_paths"] = {p: os.path.exists(p) for p in PATHS}
+facts["course_listings"] = {p: sorted(os.listdir(p)) for p in PATHS if os.path.isdir(p)}
 facts["interfaces"] = sorted(name for _, name in socket.if_nameindex())
 try:
     socket.create_connection(("127.0.0.1", PORT), timeout=2)
@@ -62,7 +63,7 @@ try:
 except OSError:
     facts["submission_writable"] = False
 try:
-    open("/opt/venv/pyvenv.cfg", "a")
+    open(sys.prefix + "/pyvenv.cfg", "a")
     facts["python_writable"] = True
 except OSError:
     facts["python_writable"] = False
@@ -144,9 +145,10 @@ def _execute(kc, code: str) -> str:
     return asyncio.run(go())
 
 
-@pytest.fixture(scope="module")
-def inside(tmp_path_factory):
-    """Facts a sandboxed kernel reports about its world, with a TCP server on the host's loopback."""
+@pytest.fixture(scope="module", params=["warm", "cold"])
+def inside(request, tmp_path_factory):
+    """Facts a sandboxed kernel reports about its world, with a TCP server on the host's loopback:
+    a kernel forked from the zygote (`kernel_forks`), and one started cold."""
     submission = tmp_path_factory.mktemp("autograded") / "student" / "ps1"
     submission.mkdir(parents=True)
     (submission / "ps1.ipynb").write_text("{}")
@@ -164,6 +166,7 @@ def inside(tmp_path_factory):
     async def session():
         km = SandboxedKernelManager(kernel_name="python3", log=log)
         km.sandbox = Sandbox(memory_mb=2048)
+        km.warm = request.param == "warm"
         await km.start_kernel(cwd=str(submission))
         kc = km.client()
         kc.start_channels()
@@ -233,7 +236,14 @@ def test_the_kernel_runs_as_an_unprivileged_user_in_a_scratch_copy_of_its_folder
 
 
 def test_the_course_directory_does_not_exist_in_the_kernel(inside):
-    assert not any(inside["facts"]["course_paths"].values()), inside["facts"]["course_paths"]
+    """Nothing of it is there: at most the folders on the way to the Python environment, when
+    the environment is inside it (it is mounted, read-only, at its own path)."""
+    venv = Path(sys.prefix).resolve()
+    on_the_way = {str(p): p for p in venv.parents}
+    facts = inside["facts"]
+    assert {p for p, there in facts["course_paths"].items() if there} <= set(on_the_way)
+    for path, listing in facts["course_listings"].items():
+        assert listing == [venv.relative_to(path).parts[0]], (path, listing)
 
 
 def test_the_kernel_sees_only_its_own_processes_and_has_no_network(inside):
@@ -297,8 +307,16 @@ def test_every_folder_the_kernel_can_write_is_a_small_tmpfs(inside):
 
 def test_as_an_ordinary_user_too_only_the_small_tmpfs_folders_are_writable(tmp_path):
     """There bwrap's own tmpfs (/, /dev, folders hiding modules) belong to the sandbox's uid."""
+    writable = _as_ordinary_user(NONROOT.replace("WRITABLE", repr(WRITABLE)))
+    assert {"/home/student", "/tmp", "/dev/shm", "/run/kernel"} <= set(writable)
+    _assert_small_tmpfs(writable)
+
+
+def _as_ordinary_user(script: str) -> dict:
+    """Run `script` as the ordinary user of `SEQMODELS_TEST_USER` (default seqgrader) when this is
+    root, as ourselves otherwise; its last line of output, as JSON."""
     user = os.environ.get("SEQMODELS_TEST_USER", "seqgrader")
-    command = [sys.executable, "-c", NONROOT.replace("WRITABLE", repr(WRITABLE))]
+    command = [sys.executable, "-c", script]
     if os.geteuid() == 0:
         try:
             pwd.getpwnam(user)
@@ -307,11 +325,53 @@ def test_as_an_ordinary_user_too_only_the_small_tmpfs_folders_are_writable(tmp_p
                 pytest.fail(f"no user {user!r} to run a sandbox as (.ci/run creates it)")
             pytest.skip(f"no user {user!r} (useradd {user}, or set SEQMODELS_TEST_USER)")
         command = ["runuser", "-u", user, "--", *command]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/")
+    result = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd="/")
     assert result.returncode == 0, result.stderr[-2000:]
-    writable = json.loads(result.stdout)
-    assert {"/home/student", "/tmp", "/dev/shm", "/run/kernel"} <= set(writable)
-    _assert_small_tmpfs(writable)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_as_an_ordinary_user_a_forked_kernel_is_confined_like_a_cold_one():
+    """The zygote's kernel joins bwrap's user namespace (and the nested one) before the others."""
+    facts = {warm: _as_ordinary_user(FORKED.replace("WARM", str(warm))) for warm in (True, False)}
+    for warm, seen in facts.items():
+        assert seen["uid"] == SANDBOX_UID and seen["nnp"] == ["1"] and seen["seccomp"] == ["2"]
+        assert seen["caps"] == [["0000000000000000"]] * 5, warm
+        assert seen["ppid"] == 1 and max(seen["pids"]) < 50, warm
+        assert seen["unshare"] == "EPERM", warm
+        _assert_small_tmpfs(seen["writable"])
+    assert facts[True]["writable"].keys() == facts[False]["writable"].keys()
+
+
+FORKED = """
+import asyncio, json, tempfile
+from seqmodels.grading.sandbox import Sandbox, SandboxedKernelManager
+CODE = r'''
+import ctypes, errno, json, os
+st = {l.split(":")[0]: l.split(":", 1)[1].split() for l in open("/proc/self/status")}
+libc = ctypes.CDLL(None, use_errno=True)
+refused = libc.unshare(0x10000000) == -1 and errno.errorcode[ctypes.get_errno()]
+WRITABLE
+print(json.dumps({"uid": os.getuid(), "ppid": os.getppid(), "nnp": st["NoNewPrivs"],
+    "caps": [st[k] for k in ("CapEff", "CapPrm", "CapBnd", "CapInh", "CapAmb")],
+    "seccomp": st["Seccomp"], "unshare": refused, "writable": writable,
+    "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}))
+'''
+async def main():
+    km = SandboxedKernelManager(kernel_name="python3")
+    km.sandbox, km.warm = Sandbox(memory_mb=2048), WARM
+    with tempfile.TemporaryDirectory() as folder:
+        await km.start_kernel(cwd=folder)
+        kc = km.client()
+        kc.start_channels()
+        await kc.wait_for_ready(timeout=60)
+        out = []
+        hook = lambda m: out.append(m["content"].get("text", ""))
+        await kc.execute_interactive(CODE, timeout=120, output_hook=hook)
+        kc.stop_channels()
+        await km.shutdown_kernel(now=True)
+    print("".join(out).strip().splitlines()[-1])
+asyncio.run(main())
+""".replace("WRITABLE", WRITABLE)
 
 
 NONROOT = """
@@ -380,7 +440,6 @@ def test_a_missing_bubblewrap_is_a_clear_error():
 
 def test_an_installed_course_library_is_hidden_under_an_empty_folder(monkeypatch, tmp_path):
     """With `pip install .` (not editable) the library's sources sit in site-packages: covered."""
-    import sys
     import sysconfig
 
     import seqmodels.grading.sandbox as sandbox
@@ -388,5 +447,5 @@ def test_an_installed_course_library_is_hidden_under_an_empty_folder(monkeypatch
     installed = Path(sysconfig.get_paths()["purelib"]) / "seqmodels"
     monkeypatch.setattr(sandbox, "files", lambda name: installed)
     argv = sandbox.Sandbox().bwrap_argv(tmp_path, tmp_path, ["true"])
-    hidden = f"{sandbox.VENV}/{installed.relative_to(Path(sys.prefix).resolve())}"
+    hidden = str(installed.resolve())
     assert argv[argv.index(hidden) - 1] == "--tmpfs"

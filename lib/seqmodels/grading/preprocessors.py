@@ -156,6 +156,11 @@ class GuardedExecute(Execute):
     max_processes = Integer(256, help="processes and threads in the sandbox").tag(config=True)
     cpu_cores = Float(1.0, help="CPU cores the sandbox may use at once").tag(config=True)
     scratch_mb = Integer(256, help="size of the kernel's scratch home folder, MiB").tag(config=True)
+    warm_kernels = Bool(
+        True,
+        help="fork each sandboxed kernel from a zygote with ipykernel and torch imported "
+        "(seqmodels.grading.kernel_forks); False: start each one cold",
+    ).tag(config=True)
     hidden_modules = List(
         Sandbox().hidden_modules, help="course modules absent from the kernel (graded functions)"
     ).tag(config=True)
@@ -185,6 +190,7 @@ class GuardedExecute(Execute):
         )
         km = super().create_kernel_manager()
         km.sandbox = km.limits = self._limits()
+        km.warm = self.warm_kernels
         return km
 
     def preprocess(self, nb: NotebookNode, resources: dict, km=None):

@@ -39,7 +39,6 @@ import logging
 import math
 import os
 import shutil
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -58,19 +57,32 @@ ROOT = Path.cwd()
 UNSAFE = "NONE (unsafe: --unsafe-no-sandbox)"
 
 
-def nbgrader(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-    """Run an nbgrader command in the course root; raise with its log if it fails."""
-    cmd = [str(Path(sys.executable).with_name("nbgrader")), *args, "--log-level=WARN"]
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=timeout)
-    if result.returncode:
-        raise RuntimeError(
-            f"{' '.join(args)} failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
-        )
-    return result
+def course_config(**settings: str):
+    """The course's nbgrader configuration (``nbgrader_config.py``), with `settings` overriding
+    ``CourseDirectory`` traits."""
+    from nbgrader.apps.baseapp import NbGrader
+
+    app = NbGrader()
+    app.load_config_file()
+    for name, value in settings.items():
+        setattr(app.config.CourseDirectory, name, value)
+    return app.config
+
+
+def nbgrader(command: str, assignment: str, **kwargs) -> None:
+    """An nbgrader command (an `NbGraderAPI` method: ``generate_assignment``,
+    ``generate_feedback``), in this process on the course's configuration; raise with its log if
+    it fails. ``config`` in `kwargs`: ``CourseDirectory`` settings for this call."""
+    from nbgrader.apps import NbGraderAPI
+
+    # a new gradebook asks `alembic` (by name) for its schema version: the environment's bin
+    bin_folder = str(Path(sys.executable).parent)
+    if bin_folder not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = f"{bin_folder}{os.pathsep}{os.environ.get('PATH', '')}"
+    api = NbGraderAPI(config=course_config(**kwargs.pop("config", {})))
+    result = getattr(api, command)(assignment, **kwargs)
+    if not result["success"]:
+        raise RuntimeError(f"nbgrader {command} {assignment} failed:\n{result['log'][-3000:]}")
 
 
 def repair_unreadable(submission: Path, release: Path) -> list[str]:
@@ -240,19 +252,15 @@ class Recorder:
 
 def template_for(assignment: str) -> bytes:
     """A gradebook holding only `assignment` (its cells, points and checksums), for the workers:
-    ``nbgrader generate_assignment`` into a scratch database and release folder."""
+    nbgrader's ``generate_assignment`` into a scratch database and release folder."""
     import tempfile
 
     from .worker import template_gradebook
 
     with tempfile.TemporaryDirectory(prefix="seqmodels-template-") as tmp:
         db = Path(tmp) / "template.db"
-        nbgrader(
-            "generate_assignment", assignment, "--force",
-            f"--CourseDirectory.db_url=sqlite:///{db}",
-            f"--CourseDirectory.release_directory={Path(tmp) / 'release'}",
-            timeout=600,
-        )  # fmt: skip
+        config = {"db_url": f"sqlite:///{db}", "release_directory": str(Path(tmp) / "release")}
+        nbgrader("generate_assignment", assignment, force=True, config=config)
         return template_gradebook(db)
 
 
@@ -278,12 +286,9 @@ def keep_only(folder: Path, names: set[str]) -> None:
 def course_gradebook():
     """The course's gradebook, as nbgrader's configuration names it (a context manager)."""
     from nbgrader.api import Gradebook
-    from nbgrader.apps.baseapp import NbGrader
     from nbgrader.coursedir import CourseDirectory
 
-    app = NbGrader()
-    app.load_config_file()
-    coursedir = CourseDirectory(config=app.config)
+    coursedir = CourseDirectory(config=course_config())
     return Gradebook(coursedir.db_url, coursedir.course_id)
 
 
@@ -422,14 +427,13 @@ def main() -> int:
         if args.force or not earlier[s] or earlier[s].get("digest") != digests[s]
     ]
     jobs = max(1, min(args.jobs, len(todo) or 1))
-    # while the course's gradebook is synced: the workers' one-assignment gradebook is made and
-    # the cluster started (its workers import nbgrader as they start)
-    background = ThreadPoolExecutor(2)
-    making_template = background.submit(template_for, args.assignment)
+    # the cluster starts (its workers import nbgrader and start their kernel zygotes) while the
+    # course's gradebook is synced and the workers' one-assignment gradebook is made
+    background = ThreadPoolExecutor(1)
     opening = background.submit(open_client, args.scheduler, jobs) if todo else None
     usable = False
     try:
-        nbgrader("generate_assignment", args.assignment, "--force", timeout=600)
+        nbgrader("generate_assignment", args.assignment, force=True)
         notebooks = sorted(p.name for p in release.glob("*.ipynb"))
         for name in notebooks:
             load_references(ROOT / "solutions" / args.assignment / "references", Path(name).stem)
@@ -471,7 +475,7 @@ def main() -> int:
             }
             for student in todo
         ]
-        template = making_template.result()
+        template = template_for(args.assignment)
         client = opening.result()
         try:
             workers = sum(client.nthreads().values()) or jobs  # one submission per thread
@@ -496,7 +500,7 @@ def main() -> int:
         status = read_status(args.assignment, student) or {}
         if status.get("status") == "graded" and not all((folder / p).is_file() for p in pages):
             keep_only(autograded / student / args.assignment, set(notebooks))
-            nbgrader("generate_feedback", args.assignment, "--student", student, "--force")
+            nbgrader("generate_feedback", args.assignment, student_id=student, force=True)
     for student in students:
         folder = feedback / student / args.assignment
         status = read_status(args.assignment, student) or {}

@@ -64,19 +64,23 @@ from jupyter_client.connect import channel_socket_types
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Type
 
+from .kernel_forks import ZygoteError, zygote_for
+
 SANDBOX_UID = 65534  # "nobody"
 # the grader's own machinery never enters a kernel
 GRADER_ONLY = [
     "seqmodels.grading.cluster",
+    "seqmodels.grading.kernel_forks",
+    "seqmodels.grading.kernel_zygote",
     "seqmodels.grading.preprocessors",
     "seqmodels.grading.references",
     "seqmodels.grading.run",
     "seqmodels.grading.sandbox",
     "seqmodels.grading.worker",
 ]
-VENV = "/opt/venv"
 COURSE = "/run/course"  # the allowed course modules, read-only
 KERNEL = "/run/kernel"  # the kernel's Unix-domain sockets, in a tmpfs of the sandbox's own
+ALIVE = f"{KERNEL}/alive"  # a forked kernel's FIFO: the sandbox lasts while it is held open
 CONNECTION = "/run/connection.json"
 SUBMISSION = "/run/submission"  # the student's notebook folder, read-only, copied to HOME
 HOME = "/home/student"
@@ -138,16 +142,33 @@ def seccomp_filter(path: Path) -> None:
         flt.export_bpf(f)
 
 
-# What runs first inside the sandbox: copy the notebook folder into the scratch home, then ipykernel.
-BOOT = (
+# What a kernel runs first, in its home: copy the notebook folder there.
+COPY_SUBMISSION = (
     "import os, shutil\n"
     f"for e in os.scandir({SUBMISSION!r}):\n"
     "    try:\n"
     "        if e.is_dir(follow_symlinks=False): shutil.copytree(e.path, e.name, symlinks=True)\n"
     "        else: shutil.copy(e.path, e.name, follow_symlinks=False)\n"
     "    except OSError: pass  # an unreadable file is not copied; the kernel still starts\n"
-    "import runpy\n"
-    "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)\n"
+)
+# A kernel started cold: the sandbox's command copies the folder, then runs ipykernel.
+BOOT = (
+    COPY_SUBMISSION
+    + "import runpy\n"
+    + "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)\n"
+)
+# A kernel forked by the zygote (`kernel_forks`): the sandbox's command is this placeholder, which
+# holds the namespaces the kernel joins, and ends the sandbox once the FIFO the kernel holds open
+# (it and everything it started) is closed.
+PLACEHOLDER = (
+    "import os\n"
+    "try:\n"
+    f"    os.mkfifo({ALIVE!r}, 0o600)\n"
+    "except FileExistsError:\n"
+    "    pass\n"
+    f"alive = os.open({ALIVE!r}, os.O_RDONLY)\n"
+    "while os.read(alive, 65536):\n"
+    "    pass\n"
 )
 
 # Installed as sitecustomize.py beside the allowed modules: the graded implementations are absent.
@@ -336,12 +357,9 @@ class Sandbox:
         return mounts
 
     def inside(self, path: Path) -> str:
-        """Where a path of the grader's Python environment appears inside the sandbox."""
-        path = path.resolve()
-        prefix = Path(sys.prefix).resolve()
-        if prefix != Path(sys.base_prefix).resolve() and path.is_relative_to(prefix):
-            return f"{VENV}/{path.relative_to(prefix)}"
-        return str(path)
+        """Where a path of the grader's Python environment appears inside the sandbox: at the
+        same path (a forked kernel's modules were imported from there)."""
+        return str(path.resolve())
 
     def bwrap_argv(
         self, run: Path, submission: Path, inner: list[str], seccomp_fd: int | None = None
@@ -367,15 +385,16 @@ class Sandbox:
         base = Path(sys.base_prefix).resolve()
         if not base.is_relative_to("/usr"):
             mounts.append(("--ro-bind", str(base), str(base)))
-        if Path(sys.prefix).resolve() != base:
-            mounts.append(("--ro-bind", sys.prefix, VENV))
+        prefix = Path(sys.prefix).resolve()
+        if prefix != base:
+            mounts.append(("--ro-bind", str(prefix), str(prefix)))
         cpu = "/sys/devices/system/cpu"  # torch reads the CPU topology
         if os.path.isdir(cpu):
             mounts.append(("--ro-bind", cpu, cpu))
         package = Path(str(files("seqmodels"))).resolve()
-        for source, dest in ((Path(sys.prefix).resolve(), VENV), (base, str(base))):
+        for source in {prefix, base}:
             if package.is_relative_to(source):  # installed, not editable: hide its sources
-                mounts.append(("--tmpfs", "", f"{dest}/{package.relative_to(source)}"))
+                mounts.append(("--tmpfs", "", str(package)))
         mounts += [
             ("--ro-bind", str(run / "passwd"), "/etc/passwd"),
             ("--ro-bind", str(run / "group"), "/etc/group"),
@@ -408,10 +427,23 @@ class Sandbox:
         for path in ("/dev", "/", *covers):
             argv += ["--remount-ro", path]
         argv += ["--chdir", HOME]
+        for name, value in self.kernel_env().items():
+            argv += ["--setenv", name, value]
+        if seccomp_fd is not None:
+            argv += ["--seccomp", str(seccomp_fd)]
+        if as_root:  # namespaces need root here; the kernel itself runs as SANDBOX_UID
+            for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"):
+                argv += ["--cap-add", cap]
+            argv += ["--", "setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}"]
+            argv += ["--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+        return [*argv, "--", *inner]
+
+    def kernel_env(self) -> dict[str, str]:
+        """The kernel's whole environment (nothing of the grader's but the device choice)."""
         env = {
             "HOME": HOME,
             "TMPDIR": "/tmp",
-            "PATH": f"{self.python_prefix()}/bin:/usr/bin:/bin",
+            "PATH": f"{Path(sys.prefix).resolve()}/bin:/usr/bin:/bin",
             "PYTHONPATH": COURSE,
             "PYTHONNOUSERSITE": "1",
             "LANG": "C.UTF-8",
@@ -424,34 +456,25 @@ class Sandbox:
         for name in ("SEQMODELS_DEVICE", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS"):
             if name in os.environ:
                 env[name] = os.environ[name]
-        for name, value in env.items():
-            argv += ["--setenv", name, value]
-        if seccomp_fd is not None:
-            argv += ["--seccomp", str(seccomp_fd)]
-        if as_root:  # namespaces need root here; the kernel itself runs as SANDBOX_UID
-            for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"):
-                argv += ["--cap-add", cap]
-            argv += ["--", "setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}"]
-            argv += ["--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
-        return [*argv, "--", *inner]
-
-    def python_prefix(self) -> str:
-        """Where the Python environment is inside the sandbox."""
-        base = str(Path(sys.base_prefix).resolve())
-        return VENV if Path(sys.prefix).resolve() != Path(base) else base
+        return env
 
     def python(self) -> str:
-        return f"{self.python_prefix()}/bin/python{sysconfig.get_python_version()}"
+        return f"{Path(sys.prefix).resolve()}/bin/python{sysconfig.get_python_version()}"
 
     # ------------------------------------------------------------------ limits
+    def rlimit_values(self) -> dict[str, int]:
+        """Per-process limits, by `resource` name: address space, CPU seconds, file size, core."""
+        return {
+            "RLIMIT_AS": self.memory_mb * 2**20,
+            "RLIMIT_CPU": self.cpu_seconds,
+            "RLIMIT_FSIZE": self.scratch_mb * 2**20,
+            "RLIMIT_CORE": 0,
+        }
+
     def rlimits(self) -> None:
         """Per-process limits (in the child before exec; inherited by everything it starts)."""
-        memory = self.memory_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_seconds, self.cpu_seconds))
-        size = self.scratch_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        for name, value in self.rlimit_values().items():
+            resource.setrlimit(getattr(resource, name), (value, value))
 
     def describe(self) -> str:
         """Which limits apply on this machine, for the log (creates and removes a trial cgroup)."""
@@ -543,9 +566,15 @@ class CappedKernelManager(AsyncKernelManager):
 
 
 class SandboxedKernelManager(CappedKernelManager):
-    """An ipykernel started inside `Sandbox`; the grader's side of the ipc sockets is private."""
+    """An ipykernel inside `Sandbox`; the grader's side of the ipc sockets is private.
+
+    With `warm` (the default) the kernel is forked from this process's zygote (`kernel_forks`)
+    into the sandbox, whose own command is then only `PLACEHOLDER`; otherwise the sandbox's
+    command starts a kernel cold (`BOOT`).
+    """
 
     sandbox = Sandbox()
+    warm = True
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -556,6 +585,7 @@ class SandboxedKernelManager(CappedKernelManager):
         self.connection_file = str(self._run / "grader-connection.json")
         self._cgroup: Cgroup | None = None
         self._submission: Path | None = None
+        self._zygote = None
 
     async def _async_pre_start_kernel(self, **kw):
         self._submission = Path(kw.pop("cwd", None) or self._run / "course").resolve()
@@ -586,7 +616,12 @@ class SandboxedKernelManager(CappedKernelManager):
         finally:
             self._seccomp.close()
         process = self.provisioner.process
-        for stream, name in ((process.stdout, "stdout"), (process.stderr, "stderr")):
+        streams = (process.stdout, "stdout"), (process.stderr, "stderr")
+        if self._zygote is not None:  # the placeholder writes nothing; the kernel's own pipes
+            streams = ((process.stdout, "placeholder's stdout"),) + (
+                (process.stderr, "placeholder's stderr"),
+            )
+        for stream, name in streams:
             threading.Thread(target=self._drain, args=(stream, name), daemon=True).start()
         # The sockets are in the sandbox's own tmpfs, reached through /proc/<pid>/root of bwrap's
         # child, which lives in the sandbox's mount namespace as long as the sandbox: once that
@@ -598,12 +633,49 @@ class SandboxedKernelManager(CappedKernelManager):
                 child = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
                 root = os.stat(f"/proc/{child[0]}/root")
                 if (root.st_dev, root.st_ino) != (host.st_dev, host.st_ino):
+                    if self._zygote is not None:
+                        await self._fork_kernel(int(child[0]))
                     self.ip = f"/proc/{child[0]}/root{KERNEL}/k"
                     return
             except (OSError, IndexError):
                 if process.poll() is not None:
                     return  # bwrap has exited: the kernel never started
             await asyncio.sleep(0.01)
+
+    async def _fork_kernel(self, init: int) -> None:
+        """Have the zygote fork the kernel into the sandbox whose init (bwrap's child) is `init`:
+        into the namespaces of the placeholder, its child."""
+        for _ in range(1000):
+            try:
+                placeholder = int(Path(f"/proc/{init}/task/{init}/children").read_text().split()[0])
+                break
+            except (OSError, IndexError, ValueError):
+                await asyncio.sleep(0.005)
+        else:
+            raise ZygoteError("the sandbox's placeholder did not start")
+        request = {
+            "target": placeholder,
+            "cgroups": [str(f) for f in (self._cgroup.folders if self._cgroup else [])],
+            "rlimits": self.sandbox.rlimit_values(),
+            "seccomp": (self._run / "seccomp.bpf").read_bytes().hex(),
+            "uid": SANDBOX_UID,
+            "gid": SANDBOX_UID,
+            "env": self.sandbox.kernel_env(),
+            "home": HOME,
+            "path": [COURSE],
+            "prelude": COPY_SUBMISSION,
+            "alive": ALIVE,
+            "connection": CONNECTION,
+        }
+        ends = [os.pipe(), os.pipe()]
+        try:
+            await asyncio.to_thread(self._zygote.spawn, request, ends[0][1], ends[1][1])
+        finally:
+            for _, write in ends:
+                os.close(write)
+            for (read, _), name in zip(ends, ("stdout", "stderr"), strict=True):
+                stream = open(read, "rb", buffering=0)  # noqa: SIM115 - closed by _drain
+                threading.Thread(target=self._drain, args=(stream, name), daemon=True).start()
 
     def _drain(self, stream, name: str) -> None:
         """Read the kernel's `name` stream to its end; log its first `STDIO_KEEP` bytes, escaped."""
@@ -633,7 +705,11 @@ class SandboxedKernelManager(CappedKernelManager):
     def format_kernel_cmd(self, extra_arguments=None) -> list[str]:
         assert self.kernel_spec is not None
         self.kernel_spec.interrupt_mode = "message"  # signals do not cross into the sandbox
-        inner = [self.sandbox.python(), "-c", BOOT, "-f", CONNECTION, *(extra_arguments or [])]
+        self._zygote = zygote_for(self.sandbox.kernel_env()) if self.warm else None
+        if self._zygote is not None:
+            inner = [self.sandbox.python(), "-I", "-S", "-c", PLACEHOLDER]
+        else:
+            inner = [self.sandbox.python(), "-c", BOOT, "-f", CONNECTION, *(extra_arguments or [])]
         self._seccomp = open(self._run / "seccomp.bpf", "rb")  # noqa: SIM115 - closed at launch
         submission = self._submission or self._run
         return self.sandbox.bwrap_argv(self._run, submission, inner, self._seccomp.fileno())

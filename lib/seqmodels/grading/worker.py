@@ -41,11 +41,19 @@ _CONFIG: dict[str, object] = {}  # the course's nbgrader configuration, loaded o
 
 def dask_setup(worker=None) -> None:
     """Dask's preload hook (``dask worker --preload seqmodels.grading.worker``): import nbgrader and
-    the course's preprocessors while the worker starts, not when its first submission arrives."""
+    the course's preprocessors, and start the kernel zygote (`kernel_forks`), while the worker
+    starts, not when its first submission arrives."""
+    import os
+
     import nbgrader.apps  # noqa: F401
     import nbgrader.converters  # noqa: F401
 
     from . import preprocessors  # noqa: F401
+    from .kernel_forks import warm_up
+    from .sandbox import Sandbox
+
+    if os.environ.get("SEQMODELS_SANDBOX", "bubblewrap") == "bubblewrap":
+        warm_up(Sandbox().kernel_env())
 
 
 def digest_folder(folder: Path, names: list[str] | None = None) -> str:
