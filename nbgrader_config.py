@@ -26,6 +26,7 @@ from nbgrader.preprocessors import (
 )
 
 from seqmodels.grading.preprocessors import (
+    FeedbackExporter,
     FeedbackForStudents,
     GuardedExecute,
     JudgeCaptures,
@@ -85,6 +86,7 @@ c.Autograde.autograde_preprocessors = [
 # Scores come from the grader's verdicts (SaveVerdicts), never from outputs; feedback drops the
 # evidence written for instructors (a task held for review).
 c.GenerateFeedback.preprocessors = [GetGrades, FeedbackForStudents, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.exporter_class = FeedbackExporter
 # Every student kernel runs in a bubblewrap sandbox (see seqmodels.grading.sandbox). "none" is
 # for instructors who accept the risk: `make grade` sets it only with --unsafe-no-sandbox.
 # the course implementations of the graded functions (PS1: ngram ... train; PS2: autodiff ... sgd;

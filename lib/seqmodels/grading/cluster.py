@@ -24,7 +24,7 @@ from concurrent.futures import CancelledError
 
 from tqdm import tqdm
 
-from .worker import grade_submission
+from .worker import WORKER_IMPORTS, grade_submission
 
 #: how many times a submission may take its worker down before it is given up
 ALLOWED_FAILURES = 2
@@ -37,12 +37,17 @@ def open_client(scheduler: str | None, jobs: int):
 
     if scheduler:
         return Client(scheduler, timeout="30s")
+    from distributed.utils import get_mp_context
+
     dask.config.set(
         {
             # a grading worker runs subprocesses (the sandboxed kernels): not a daemon
             "distributed.worker.daemon": False,
+            # workers are forked from one process that imported the grading modules once
+            "distributed.worker.multiprocessing-method": "forkserver",
         }
     )
+    get_mp_context().set_forkserver_preload(["distributed", *WORKER_IMPORTS])
     cluster = LocalCluster(
         n_workers=jobs,
         threads_per_worker=1,

@@ -292,7 +292,10 @@ def main() -> None:
             importlib.import_module(name)
         except Exception as error:  # noqa: BLE001 - reported; the kernel imports it itself
             failed.append(f"{name}: {error!r}"[:200])
-    control.send(json.dumps({"ready": True, "preload_failed": failed}).encode())
+    try:
+        control.send(json.dumps({"ready": True, "preload_failed": failed}).encode())
+    except OSError:
+        return  # the grader has gone already
     root = os.stat("/")
     host_root = (root.st_dev, root.st_ino)
     while True:

@@ -28,7 +28,8 @@ Configured in the course's ``nbgrader_config.py``:
 - `StudentTextAsText` (last): markdown and raw cells the student wrote are shown as plain text, and
   attachments dropped, so no student HTML, script, SVG or LaTeX is rendered for whoever opens the
   graded notebook or the feedback.
-- `FeedbackForStudents` (in ``generate_feedback``): drops the instructors' evidence.
+- `FeedbackForStudents` (in ``generate_feedback``): drops the instructors' evidence; its pages
+  come from `FeedbackExporter` (nbconvert's HTML exporter, templates compiled once per process).
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ import re
 import time
 from pathlib import Path
 
+from jinja2 import BytecodeCache
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbconvert.exporters import HTMLExporter
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
 from nbgrader.api import Gradebook
@@ -504,3 +507,29 @@ class FeedbackForStudents(NbGraderPreprocessor):
                 o for o in cell.outputs if o.get("metadata", {}).get(AUDIENCE) != "instructor"
             ]
         return cell, resources
+
+
+class _CompiledTemplates(BytecodeCache):
+    """Jinja's compiled templates, kept in this process (keyed by name and source checksum)."""
+
+    def __init__(self):
+        self.compiled: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket) -> None:
+        if bucket.key in self.compiled:
+            bucket.bytecode_from_string(self.compiled[bucket.key])
+
+    def dump_bytecode(self, bucket) -> None:
+        self.compiled[bucket.key] = bucket.bytecode_to_string()
+
+
+class FeedbackExporter(HTMLExporter):
+    """nbconvert's HTML exporter for ``generate_feedback``, with the templates compiled once per
+    process rather than once per page (a grading worker writes a page per student)."""
+
+    compiled = _CompiledTemplates()
+
+    def _create_environment(self):
+        environment = super()._create_environment()
+        environment.bytecode_cache = self.compiled
+        return environment

@@ -43,6 +43,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from unittest import mock
 
 import nbformat
 from nbformat.v4 import new_markdown_cell
@@ -255,9 +256,19 @@ def template_for(assignment: str) -> bytes:
     nbgrader's ``generate_assignment`` into a scratch database and release folder."""
     import tempfile
 
+    from nbgrader import api as nbgrader_api
+    from sqlalchemy import text
+
     from .worker import template_gradebook
 
-    with tempfile.TemporaryDirectory(prefix="seqmodels-template-") as tmp:
+    # a new gradebook records its schema version, which nbgrader asks of `alembic` in a new
+    # Python process; the course's gradebook, made by the same nbgrader, already holds it
+    with course_gradebook() as gradebook:
+        version = gradebook.db.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    with (
+        tempfile.TemporaryDirectory(prefix="seqmodels-template-") as tmp,
+        mock.patch.object(nbgrader_api, "get_alembic_version", lambda: version),
+    ):
         db = Path(tmp) / "template.db"
         config = {"db_url": f"sqlite:///{db}", "release_directory": str(Path(tmp) / "release")}
         nbgrader("generate_assignment", assignment, force=True, config=config)

@@ -547,11 +547,31 @@ class CappedKernelClient(AsyncKernelClient):
     def _create_connected_socket(self, channel: str, identity: bytes | None = None):
         sock = self.context.socket(channel_socket_types[channel])
         sock.linger = 1000
+        sock.setsockopt(zmq.RECONNECT_IVL, 10)  # the kernel binds within milliseconds of start
         if identity:
             sock.identity = identity
         sock.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
         sock.connect(self._make_url(channel))
         return sock
+
+    async def _async_wait_for_ready(self, timeout: float | None = None) -> None:
+        """jupyter_client's wait for the kernel, whose IOPub waits are 0.05 s instead of 0.2 s: it
+        ends with a flush that lasts until the channel has been silent that long, and a kernel
+        says all it says at start at once (nbclient ignores messages answering none of its
+        requests)."""
+        channel = self.iopub_channel
+        wait = channel.get_msg
+
+        async def briefly(timeout: float | None = None, **kwargs):
+            return await wait(timeout=min(timeout, 0.05) if timeout else timeout, **kwargs)
+
+        channel.get_msg = briefly
+        try:
+            await super()._async_wait_for_ready(timeout)
+        finally:
+            del channel.get_msg
+
+    wait_for_ready = _async_wait_for_ready
 
 
 class CappedKernelManager(AsyncKernelManager):

@@ -39,16 +39,20 @@ LOG_KEEP = 64 * 2**10  # characters of a submission's grading log sent back to t
 _CONFIG: dict[str, object] = {}  # the course's nbgrader configuration, loaded once per worker
 
 
+#: what a grading worker imports before its first submission (`dask_setup`; a local cluster's
+#: workers are forked from a process that imported them)
+WORKER_IMPORTS = ["nbgrader.apps", "nbgrader.converters", "seqmodels.grading.preprocessors"]
+
+
 def dask_setup(worker=None) -> None:
     """Dask's preload hook (``dask worker --preload seqmodels.grading.worker``): import nbgrader and
     the course's preprocessors, and start the kernel zygote (`kernel_forks`), while the worker
     starts, not when its first submission arrives."""
+    import importlib
     import os
 
-    import nbgrader.apps  # noqa: F401
-    import nbgrader.converters  # noqa: F401
-
-    from . import preprocessors  # noqa: F401
+    for name in WORKER_IMPORTS:
+        importlib.import_module(name)
     from .kernel_forks import warm_up
     from .sandbox import Sandbox
 
