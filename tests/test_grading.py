@@ -285,8 +285,8 @@ def _worker_grading(student: str) -> int | None:
 
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            if "spawn_main" not in " ".join(proc.info["cmdline"] or []):
-                continue  # not a Dask worker process
+            if "multiprocessing" not in " ".join(proc.info["cmdline"] or []):
+                continue  # not a Dask worker process (forked by multiprocessing's forkserver)
             for child in proc.children():
                 args = " ".join(child.cmdline())
                 if child.name() == "bwrap" and f"/{student}/" in args and child.is_running():

@@ -1,14 +1,16 @@
 """Each student's kernel in a bubblewrap sandbox: it sees none of the course and reaches nothing.
 
-`SandboxedKernelManager` is a jupyter_client kernel manager that starts ipykernel inside
-``bwrap`` (Debian package ``bubblewrap``). The kernel gets
+`SandboxedKernelManager` is a jupyter_client kernel manager that runs ipykernel inside
+``bwrap`` (Debian package ``bubblewrap``): forked from a warm zygote into the sandbox
+(`kernel_forks`, the default) or started cold as the sandbox's command. The kernel gets
 
-- its own mount namespace with a read-only Python environment (the virtual environment appears at
-  ``/opt/venv``), a copy of the course library without the implementations of graded functions
-  (``Sandbox.hidden_modules``) and without the grader's own modules: importing those, by any
-  means, raises an ImportError that says why; a read-only view of its own notebook folder copied into a
-  size-limited tmpfs working directory (``/home/student``), and tmpfs ``/tmp`` and ``/dev/shm``:
-  with ``/run/kernel`` below, the only folders it can write to (``/``, ``/dev`` and the empty
+- its own mount namespace with a read-only Python environment (the virtual environment at its
+  own path, where a forked kernel's modules were loaded from), a copy of the course library
+  without the implementations of graded functions (``Sandbox.hidden_modules``) and without the
+  grader's own modules: importing those, by any means, raises an ImportError that says why; a
+  read-only view of its own notebook folder copied into a size-limited tmpfs working directory
+  (``/home/student``), and tmpfs ``/tmp`` and ``/dev/shm``: with ``/run/kernel`` below, the only
+  folders it can write to (``/``, ``/dev`` and the empty
   folders that hide modules are remounted read-only: as an ordinary user they would be tmpfs of
   its own uid, as large as half the RAM).
   The course directory — solutions, references, the gradebook, other students, feedback,
@@ -661,6 +663,32 @@ class SandboxedKernelManager(CappedKernelManager):
                 if process.poll() is not None:
                     return  # bwrap has exited: the kernel never started
             await asyncio.sleep(0.01)
+
+    async def _end_sandbox(self) -> None:
+        """SIGKILL the sandbox's init (bwrap's child): its PID namespace ends with it, and bwrap
+        reaps it and exits (waited for up to a second). Killing bwrap first would leave the init
+        to the host's init to reap: a zombie until it does."""
+        process = self.provisioner.process if self.provisioner else None
+        if process is None or process.poll() is not None:
+            return
+        try:
+            children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text()
+            for init in children.split():
+                os.kill(int(init), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass  # bwrap or its child has gone already
+        for _ in range(100):
+            if process.poll() is not None:
+                return
+            await asyncio.sleep(0.01)
+
+    async def _async_send_kernel_sigterm(self, restart: bool = False) -> None:
+        await self._end_sandbox()  # a stopped placeholder would hold the sandbox past its kernel
+        await super()._async_send_kernel_sigterm(restart=restart)
+
+    async def _async_kill_kernel(self, restart: bool = False) -> None:
+        await self._end_sandbox()
+        await super()._async_kill_kernel(restart=restart)
 
     async def _fork_kernel(self, init: int) -> None:
         """Have the zygote fork the kernel into the sandbox whose init (bwrap's child) is `init`:
