@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -59,14 +60,22 @@ def fingerprint(*roots: Path) -> dict[str, str]:
     }
 
 
-def sandbox_processes() -> list[str]:
-    """Processes of the sandbox's uid, or bubblewrap processes, still alive."""
-    out = subprocess.run(["ps", "-eo", "uid=,pid=,comm="], capture_output=True, text=True).stdout
-    return [
-        line
-        for line in out.splitlines()
-        if line.split()[0] == "65534" or line.split()[-1] == "bwrap"
-    ]
+def sandbox_processes(wait: float = 5.0) -> list[str]:
+    """Processes of the sandbox's uid, or bubblewrap processes, still there after up to `wait`
+    seconds (a sandbox's processes are killed together; reaping them takes a moment)."""
+    deadline = time.monotonic() + wait
+    while True:
+        out = subprocess.run(
+            ["ps", "-eo", "uid=,pid=,stat=,comm="], capture_output=True, text=True
+        ).stdout
+        left = [
+            line
+            for line in out.splitlines()
+            if line.split()[0] == "65534" or line.split()[-1] == "bwrap"
+        ]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
 
 
 def new_course(root: Path, ps: str) -> Path:
