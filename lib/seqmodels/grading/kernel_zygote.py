@@ -239,7 +239,7 @@ def become_kernel(request: dict, stdio: list[int], report: int, host_root, said:
     kernelapp.launch_new_instance(argv=["-f", request["connection"]])
 
 
-def spawn(request: dict, stdio: list[int], host_root) -> dict:
+def spawn(request: dict, stdio: list[int], host_root, control: socket.socket) -> dict:
     """Fork a kernel for `request`; its answer once confined, or why it could not be."""
     read, write = os.pipe()
     sys.stdout.flush()
@@ -247,6 +247,7 @@ def spawn(request: dict, stdio: list[int], host_root) -> dict:
     child = os.fork()
     if child == 0:  # the child: enter, then fork the kernel into the PID namespace
         try:
+            control.detach()  # its descriptor is closed below; no object may use the number later
             os.close(read)
             enter_sandbox(request)
             if os.fork() == 0:
@@ -310,7 +311,7 @@ def main() -> None:
         try:
             if len(fds) != 2:
                 raise ValueError(f"expected the kernel's stdout and stderr, got {len(fds)} fds")
-            reply = spawn(json.loads(message), fds, host_root)
+            reply = spawn(json.loads(message), fds, host_root, control)
         except Exception as error:  # noqa: BLE001 - a bad request is answered, not fatal
             reply = {"ok": False, "error": f"{type(error).__name__}: {error}"[:STATUS_BYTES]}
         finally:
