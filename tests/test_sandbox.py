@@ -449,3 +449,31 @@ def test_an_installed_course_library_is_hidden_under_an_empty_folder(monkeypatch
     argv = sandbox.Sandbox().bwrap_argv(tmp_path, tmp_path, ["true"])
     hidden = str(installed.resolve())
     assert argv[argv.index(hidden) - 1] == "--tmpfs"
+
+
+def test_the_zygote_forks_a_kernel_only_into_its_graders_sandbox():
+    """A request naming a process that is not the child of the sandbox's init (the child of the
+    grader's bwrap), or one that is outside any sandbox, is refused before anything is joined."""
+    from seqmodels.grading.kernel_forks import Zygote, ZygoteError
+
+    zygote = Zygote(Sandbox().kernel_env())
+    sleeper = subprocess.Popen(["sleep", "60"])
+    ends = [os.pipe(), os.pipe()]
+    try:
+        base = {"cgroups": [], "rlimits": {}, "target": sleeper.pid}
+        cases = {
+            "not the placeholder of the grader's sandbox": {"init": 1, "bwrap": 1},
+            # its parent chain is right, but it shares the grader's namespaces
+            "shares the grader's mount namespace": {"init": os.getpid(), "bwrap": os.getppid()},
+        }
+        for says, chain in cases.items():
+            with pytest.raises(ZygoteError, match=says):
+                zygote.spawn({**base, **chain}, ends[0][1], ends[1][1], timeout=60)
+        assert zygote.alive()  # a refused request is answered, not fatal
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        zygote.close()
+        for pair in ends:
+            for fd in pair:
+                os.close(fd)

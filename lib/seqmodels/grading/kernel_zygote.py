@@ -9,9 +9,11 @@ code. Its parent, the grader (`seqmodels.grading.kernel_forks`), sends requests 
 stdout and stderr pipes. For each request the zygote forks a child that
 
 1. joins the cgroups of the sandbox and sets its rlimits;
-2. joins every namespace of the sandbox's placeholder process (``target``): its user namespaces
-   (outer ones first: the others belong to them), cgroup, IPC, UTS, network, PID and mount
-   namespaces, so that its root is the sandbox's root and the host's files are out of reach;
+2. checks that the target (``target``) is the placeholder of the grader's own sandbox (the child
+   of bwrap's child, held by a pidfd until its namespaces are open) and joins all its namespaces:
+   its user namespaces (outer ones first: the others belong to them), cgroup, IPC, UTS, network,
+   PID and mount namespaces, so that its root is the sandbox's root and the host's files are out
+   of reach;
 3. forks again (a process enters a PID namespace only as a child), and that grandchild forks
    once more and exits (the kernel's parent is then the sandbox's init), and the kernel
    - leaves every descriptor behind but its stdio pipes, and starts a session of its own;
@@ -107,6 +109,11 @@ def user_namespaces(target: int) -> list[int]:
     return chain[::-1]
 
 
+def parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
 def enter_sandbox(request: dict) -> None:
     """In the zygote's child: the sandbox's cgroups, rlimits and namespaces (steps 1 and 2)."""
     for folder in request["cgroups"]:
@@ -114,7 +121,13 @@ def enter_sandbox(request: dict) -> None:
             procs.write(str(os.getpid()))
     for name, value in request["rlimits"].items():
         resource.setrlimit(getattr(resource, name), (value, value))
-    target = int(request["target"])
+    # the target is pinned (a pidfd) and must be the child of the sandbox's init, itself the
+    # child of the grader's bwrap; it must still be alive once its namespaces are open, so that
+    # no other process can have taken its pid meanwhile
+    target, init, bwrap = (int(request[key]) for key in ("target", "init", "bwrap"))
+    pinned = os.pidfd_open(target)
+    if parent_of(target) != init or parent_of(init) != bwrap:
+        raise RuntimeError("the target is not the placeholder of the grader's sandbox")
     users = user_namespaces(target)
     others = []
     for name, flag in NAMESPACES.items():
@@ -122,6 +135,9 @@ def enter_sandbox(request: dict) -> None:
             others.append((os.open(f"/proc/{target}/ns/{name}", os.O_RDONLY), flag, name))
     if not any(name == "mnt" for _, _, name in others):
         raise RuntimeError("the target shares the grader's mount namespace: it is not a sandbox")
+    if select.select([pinned], [], [], 0)[0]:  # a pidfd is readable once its process has exited
+        raise RuntimeError("the sandbox's placeholder exited while the kernel was joining it")
+    os.close(pinned)
     # outer user namespaces own the others; the innermost one is joined last (from it, no
     # capability over its parents remains)
     for fd in users[:-1]:

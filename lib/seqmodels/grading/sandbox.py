@@ -703,6 +703,8 @@ class SandboxedKernelManager(CappedKernelManager):
             raise ZygoteError("the sandbox's placeholder did not start")
         request = {
             "target": placeholder,
+            "init": init,
+            "bwrap": self.provisioner.process.pid,
             "cgroups": [str(f) for f in (self._cgroup.folders if self._cgroup else [])],
             "rlimits": self.sandbox.rlimit_values(),
             "seccomp": (self._run / "seccomp.bpf").read_bytes().hex(),
