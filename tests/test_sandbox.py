@@ -477,3 +477,12 @@ def test_the_zygote_forks_a_kernel_only_into_its_graders_sandbox():
         for pair in ends:
             for fd in pair:
                 os.close(fd)
+
+
+def test_a_python_environment_under_tmp_is_bound_after_the_sandboxs_own_tmp(tmp_path):
+    """A fresh clone in /tmp has its venv there: the sandbox's /tmp tmpfs must not cover it."""
+    argv = Sandbox().bwrap_argv(tmp_path, tmp_path, ["true"])
+    prefix = str(Path(sys.prefix).resolve())
+    tmp_mount = argv.index("/tmp", argv.index("--tmpfs"))
+    binds = [i for i, arg in enumerate(argv) if arg == prefix and argv[i - 2] == "--ro-bind"]
+    assert binds and all(i > tmp_mount for i in binds), (tmp_mount, binds)

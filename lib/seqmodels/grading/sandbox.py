@@ -404,25 +404,28 @@ class Sandbox:
             ("--ro-bind", str(run / "connection.json"), CONNECTION),
             ("--ro-bind", str(submission), SUBMISSION),
         ]
-        # bwrap would create missing parents of mount points with mode 0700: make them 0755
-        parents = sorted(
-            {str(p) for _, _, dest in mounts for p in Path(dest).parents if str(p) != "/"},
-            key=lambda p: p.count("/"),
-        )
-        for parent in parents:
-            if not any(dest == parent for _, _, dest in mounts):
-                argv += ["--perms", "0755", "--dir", parent]
-        for kind, source, dest in mounts:
-            argv += [kind, source, dest] if source else [kind, dest]
-        hidden = self.hidden_mounts(run / "absent.py")
-        for kind, source, dest in hidden:  # after the environment they cover
-            argv += [kind, source, dest] if source else [kind, dest]
+        # the scratch tmpfs first: a Python environment under /tmp (a fresh clone's, say) is then
+        # bound inside the sandbox's /tmp, not hidden by it
         argv += ["--proc", "/proc", "--dev", "/dev"]
         for device in sorted(Path("/dev").glob("nvidia*")):  # CUDA, when the machine has it
             argv += ["--dev-bind", str(device), str(device)]
         tmpfs = (("/dev/shm", 64), ("/tmp", 64), (HOME, self.scratch_mb), (KERNEL, KERNEL_MB))
         for path, megabytes in tmpfs:
             argv += ["--perms", "1777", "--size", str(megabytes * 2**20), "--tmpfs", path]
+        # bwrap would create missing parents of mount points with mode 0700: make them 0755
+        points = {dest for _, _, dest in mounts} | {path for path, _ in tmpfs}
+        parents = sorted(
+            {str(p) for _, _, dest in mounts for p in Path(dest).parents if str(p) != "/"},
+            key=lambda p: p.count("/"),
+        )
+        for parent in parents:
+            if parent not in points:
+                argv += ["--perms", "0755", "--dir", parent]
+        for kind, source, dest in mounts:
+            argv += [kind, source, dest] if source else [kind, dest]
+        hidden = self.hidden_mounts(run / "absent.py")
+        for kind, source, dest in hidden:  # after the environment they cover
+            argv += [kind, source, dest] if source else [kind, dest]
         # bwrap's tmpfs at / and /dev, and those covering hidden modules, belong to the sandbox's
         # uid as an ordinary user, unlimited: read-only, like everything but the tmpfs above
         covers = [dest for kind, _, dest in (*mounts, *hidden) if kind == "--tmpfs"]
