@@ -7,7 +7,7 @@ submission's own bubblewrap sandbox (see `kernel_zygote` for how it is confined 
 destroyed with that sandbox. No kernel, and no sandbox, serves two submissions.
 
 `zygote_for(env)` gives this process's zygote for a kernel environment, starting it on first use
-(``warm_up`` starts it ahead of need, e.g. while a grading worker starts).
+(a grading worker calls it as it starts, so that its first kernel need not wait for the imports).
 """
 
 from __future__ import annotations
@@ -92,11 +92,6 @@ def zygote_for(env: dict[str, str]) -> Zygote:
         if zygote is None or not zygote.alive():
             zygote = _ZYGOTES[key] = Zygote(env)
         return zygote
-
-
-def warm_up(env: dict[str, str]) -> None:
-    """Start the zygote for `env` now, so that the first kernel need not wait for its imports."""
-    zygote_for(env)
 
 
 @atexit.register

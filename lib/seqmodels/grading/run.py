@@ -52,22 +52,10 @@ from .cluster import close_client, grade_everywhere, open_client
 from .references import ReferencesMismatch
 from .references import load as load_references
 from .sandbox import Sandbox, SandboxUnavailable
-from .worker import digest_folder, references_digest
+from .worker import course_config, digest_folder, references_digest
 
 ROOT = Path.cwd()
 UNSAFE = "NONE (unsafe: --unsafe-no-sandbox)"
-
-
-def course_config(**settings: str):
-    """The course's nbgrader configuration (``nbgrader_config.py``), with `settings` overriding
-    ``CourseDirectory`` traits."""
-    from nbgrader.apps.baseapp import NbGrader
-
-    app = NbGrader()
-    app.load_config_file()
-    for name, value in settings.items():
-        setattr(app.config.CourseDirectory, name, value)
-    return app.config
 
 
 def nbgrader(command: str, assignment: str, **kwargs) -> None:
@@ -80,7 +68,7 @@ def nbgrader(command: str, assignment: str, **kwargs) -> None:
     bin_folder = str(Path(sys.executable).parent)
     if bin_folder not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = f"{bin_folder}{os.pathsep}{os.environ.get('PATH', '')}"
-    api = NbGraderAPI(config=course_config(**kwargs.pop("config", {})))
+    api = NbGraderAPI(config=course_config(str(ROOT), **kwargs.pop("config", {})))
     result = getattr(api, command)(assignment, **kwargs)
     if not result["success"]:
         raise RuntimeError(f"nbgrader {command} {assignment} failed:\n{result['log'][-3000:]}")
@@ -299,7 +287,7 @@ def course_gradebook():
     from nbgrader.api import Gradebook
     from nbgrader.coursedir import CourseDirectory
 
-    coursedir = CourseDirectory(config=course_config())
+    coursedir = CourseDirectory(config=course_config(str(ROOT)))
     return Gradebook(coursedir.db_url, coursedir.course_id)
 
 

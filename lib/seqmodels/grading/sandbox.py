@@ -641,13 +641,10 @@ class SandboxedKernelManager(CappedKernelManager):
         finally:
             self._seccomp.close()
         process = self.provisioner.process
-        streams = (process.stdout, "stdout"), (process.stderr, "stderr")
-        if self._zygote is not None:  # the placeholder writes nothing; the kernel's own pipes
-            streams = ((process.stdout, "placeholder's stdout"),) + (
-                (process.stderr, "placeholder's stderr"),
-            )
-        for stream, name in streams:
-            threading.Thread(target=self._drain, args=(stream, name), daemon=True).start()
+        # a forked kernel has pipes of its own (`_fork_kernel`); bwrap's are its placeholder's
+        whose = "placeholder's " if self._zygote is not None else ""
+        for stream, name in ((process.stdout, "stdout"), (process.stderr, "stderr")):
+            threading.Thread(target=self._drain, args=(stream, whose + name), daemon=True).start()
         # The sockets are in the sandbox's own tmpfs, reached through /proc/<pid>/root of bwrap's
         # child, which lives in the sandbox's mount namespace as long as the sandbox: once that
         # root is no longer the host's (bwrap pivots within milliseconds). If it never is, the
@@ -723,6 +720,9 @@ class SandboxedKernelManager(CappedKernelManager):
         ends = [os.pipe(), os.pipe()]
         try:
             await asyncio.to_thread(self._zygote.spawn, request, ends[0][1], ends[1][1])
+        except ZygoteError:
+            await self._end_sandbox()  # no kernel will close the placeholder's FIFO
+            raise
         finally:
             for _, write in ends:
                 os.close(write)

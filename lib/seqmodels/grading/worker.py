@@ -53,11 +53,11 @@ def dask_setup(worker=None) -> None:
 
     for name in WORKER_IMPORTS:
         importlib.import_module(name)
-    from .kernel_forks import warm_up
+    from .kernel_forks import zygote_for
     from .sandbox import Sandbox
 
     if os.environ.get("SEQMODELS_SANDBOX", "bubblewrap") == "bubblewrap":
-        warm_up(Sandbox().kernel_env())
+        zygote_for(Sandbox().kernel_env())  # started now: its imports overlap the worker's start
 
 
 def digest_folder(folder: Path, names: list[str] | None = None) -> str:
@@ -87,22 +87,28 @@ def references_digest(course: Path, assignment: str) -> str:
     return digest_folder(source, names)
 
 
-def course_config(course: str):
-    """The course's ``nbgrader_config.py``, loaded once per worker process."""
+def course_config(course: str, **settings: str):
+    """A copy of the course's ``nbgrader_config.py`` (read once per process), with `settings`
+    overriding ``CourseDirectory`` traits."""
     if course not in _CONFIG:
         from traitlets.config.loader import PyFileConfigLoader
 
         _CONFIG[course] = PyFileConfigLoader("nbgrader_config.py", path=course).load_config()
-    return _CONFIG[course]
+    config = copy.deepcopy(_CONFIG[course])
+    for name, value in settings.items():
+        setattr(config.CourseDirectory, name, value)
+    return config
 
 
 def _scratch_config(course: str, scratch: Path, sandbox: str):
-    config = copy.deepcopy(course_config(course))
-    config.CourseDirectory.root = str(scratch)
-    config.CourseDirectory.submitted_directory = "submitted"
-    config.CourseDirectory.autograded_directory = "autograded"
-    config.CourseDirectory.feedback_directory = "feedback"
-    config.CourseDirectory.db_url = f"sqlite:///{scratch / 'gradebook.db'}"
+    config = course_config(
+        course,
+        root=str(scratch),
+        submitted_directory="submitted",
+        autograded_directory="autograded",
+        feedback_directory="feedback",
+        db_url=f"sqlite:///{scratch / 'gradebook.db'}",
+    )
     config.GuardedExecute.sandbox = sandbox
     return config
 
