@@ -200,3 +200,63 @@ def test_a_case_captured_twice_fails_whatever_either_capture_holds():
     assert grader["scores"]["g"] == (0.0, False)
     JudgeCaptures()._judge("g", "t", task, {"c": {"": value}}, outputs[:1], [], grader)
     assert grader["scores"]["g"] == (2.0, False)
+
+
+@pytest.mark.parametrize("image", ["", '\n\n<img src="data:image/png;base64,iVBORw0KGgo=">'])
+def test_the_feedback_exporter_makes_nbconverts_page(image):
+    """`FeedbackExporter` skips nbconvert's BeautifulSoup pass on a page without images; the page
+    is the same document nbconvert makes (its pass only re-serializes one), and with an image the
+    pass still gives it alt text."""
+    from pathlib import Path
+
+    import nbgrader.converters
+    from bs4 import BeautifulSoup
+    from nbconvert.exporters import HTMLExporter
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+    from traitlets.config import Config
+
+    from seqmodels.grading.preprocessors import FeedbackExporter
+
+    templates = Path(nbgrader.converters.__file__).parent.parent / "server_extensions/formgrader"
+    config = Config()
+    config.HTMLExporter.template_name = "feedback"
+    config.HTMLExporter.extra_template_basedirs = [str(templates / "templates")]
+    css = templates / "static/node_modules/bootstrap/dist/css"
+    config.HTMLExporter.extra_template_paths = [str(css)]
+    notebook = new_notebook(
+        cells=[
+            new_markdown_cell(f"# Task 1 <b>&amp;</b> $x^2$ `code`{image}"),
+            new_code_cell(
+                "def f(x):\n    return x < 2 and '<tag>'",
+                outputs=[new_output("stream", name="stdout", text="a < b & c\n")],
+            ),
+        ]
+    )
+    notebook.metadata["language_info"] = {"name": "python"}
+    notebook.cells[1].metadata["nbgrader"] = {
+        "grade": True,
+        "solution": False,
+        "grade_id": "t1",
+        "points": 2,
+        "score": 1.5,
+    }
+    facts = {"notebook": "ps1", "score": 1.5, "max_score": 2, "late_penalty": 0}
+    ours, _ = FeedbackExporter(config=config).from_notebook_node(notebook, {"nbgrader": facts})
+    theirs, _ = HTMLExporter(config=config).from_notebook_node(notebook, {"nbgrader": facts})
+    assert str(BeautifulSoup(ours, features="html.parser")) == theirs
+    assert ("No description has been provided" in ours) == bool(image)
+    assert "&lt;tag&gt;" in ours or "&lt;</span><span" in ours
+
+
+def test_the_grading_driver_starts_without_importing_torch():
+    """The driver checks the references by hash and leaves torch to the workers (a second of its
+    start); a test cell's ``from seqmodels.grading import Checker`` still finds the class."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, seqmodels.grading.run; driver = 'torch' in sys.modules; "
+        "from seqmodels.grading import Checker; print(driver, Checker.__module__)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "seqmodels.grading.capture"]

@@ -45,6 +45,7 @@ for top, folders, _ in os.walk("/"):
 PROBE = r"""
 import json, os, socket, subprocess, sys
 facts = {}
+facts["preloaded"] = [m for m in ("torch", "torch._inductor") if m in sys.modules]
 facts["uid"] = os.getuid()
 facts["cwd"] = os.getcwd()
 facts["cwd_files"] = sorted(os.listdir("."))
@@ -206,6 +207,7 @@ def inside(request, tmp_path_factory):
         "namespace": namespace,
         "members": members,
         "text": text,
+        "mode": request.param,
     }
 
 
@@ -233,6 +235,12 @@ def test_the_kernel_runs_as_an_unprivileged_user_in_a_scratch_copy_of_its_folder
     assert facts["cwd"] == "/home/student"
     assert {"ps1.ipynb", "data.txt"} <= set(facts["cwd_files"])
     assert facts["submission_writable"] is False and facts["python_writable"] is False
+
+
+def test_a_forked_kernel_starts_with_torch_and_what_set_deterministic_imports(inside):
+    """The zygote imported them (`kernel_zygote.PRELOAD`); a cold kernel imports them itself."""
+    expected = ["torch", "torch._inductor"] if inside["mode"] == "warm" else []
+    assert inside["facts"]["preloaded"] == expected
 
 
 def test_the_course_directory_does_not_exist_in_the_kernel(inside):

@@ -51,6 +51,10 @@ PRELOAD = (
     "IPython.display",
     "torch",
     "safetensors.torch",
+    # every problem set calls `seqmodels.device.set_deterministic`, whose
+    # `torch.use_deterministic_algorithms` imports TorchInductor, TorchDynamo and SymPy: about 800
+    # modules, 0.6-1 s per kernel if each imported them itself (third-party code, no course code)
+    "torch._inductor",
 )
 NAMESPACES = {  # name in /proc/<pid>/ns: CLONE_NEW* flag, in the order they are joined
     "cgroup": 0x02000000,
@@ -255,8 +259,18 @@ def become_kernel(request: dict, stdio: list[int], report: int, host_root, said:
     kernelapp.launch_new_instance(argv=["-f", request["connection"]])
 
 
+def threads() -> int:
+    """The threads of this process (a fork copies one: any other's locks would stay held)."""
+    return len(os.listdir("/proc/self/task"))
+
+
 def spawn(request: dict, stdio: list[int], host_root, control: socket.socket) -> dict:
     """Fork a kernel for `request`; its answer once confined, or why it could not be."""
+    if threads() != 1:
+        raise RuntimeError(
+            f"the zygote has {threads()} threads (an import started one); it forks only when it "
+            "has one"
+        )
     read, write = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()

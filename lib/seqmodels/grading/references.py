@@ -16,17 +16,16 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nbformat
-import torch
-from nbclient import NotebookClient
-from safetensors.torch import load_file, save_file
 
-from .compare import decode
-from .records import capture_records
-from .rules import rules_named
+if TYPE_CHECKING:
+    import torch
 
 SEP = "::"
+# torch is imported by the functions that need tensors, not by this module: the grading driver
+# checks the references (`verify`) without importing torch (over a second of its start)
 
 
 def source_hash(notebook: nbformat.NotebookNode) -> str:
@@ -44,6 +43,13 @@ def build(
 
     Stored references come from the CPU; other devices are for checking them (see tests).
     """
+    import torch
+    from nbclient import NotebookClient
+
+    from .compare import decode
+    from .records import capture_records
+    from .rules import rules_named
+
     notebook = nbformat.read(solution, as_version=4)
     executed = copy.deepcopy(notebook)
     client = NotebookClient(
@@ -120,6 +126,8 @@ def file_sha256(path: Path) -> str:
 
 def write(solution: Path) -> Path:
     """Build the references of `solution` and store them in ``references/`` beside it."""
+    from safetensors.torch import save_file
+
     tensors, manifest = build(solution)
     out = solution.parent / "references"
     out.mkdir(exist_ok=True)
@@ -131,10 +139,8 @@ def write(solution: Path) -> Path:
     return out
 
 
-def load(
-    directory: Path, notebook: str
-) -> tuple[dict[str, dict[str, dict[str, torch.Tensor]]], dict]:
-    """``({task: {case: {path: tensor}}}, manifest)`` stored for `notebook` in `directory`.
+def verify(directory: Path, notebook: str) -> dict:
+    """The manifest stored for `notebook` in `directory`, once its tensors file is checked.
 
     Raises `ReferencesMismatch` if the tensors file does not hash to the manifest's SHA-256.
     """
@@ -147,7 +153,18 @@ def load(
             f"manifest says {str(expected)[:16]}…): the references were changed or replaced. "
             "Restore them from version control or run `make assignments` to rebuild them."
         )
-    flat = load_file(stored)
+    return manifest
+
+
+def load(
+    directory: Path, notebook: str
+) -> tuple[dict[str, dict[str, dict[str, torch.Tensor]]], dict]:
+    """``({task: {case: {path: tensor}}}, manifest)`` stored for `notebook` in `directory`
+    (checked as `verify` checks it)."""
+    from safetensors.torch import load_file
+
+    manifest = verify(directory, notebook)
+    flat = load_file(directory / f"{notebook}.safetensors")
     nested: dict[str, dict[str, dict[str, torch.Tensor]]] = {}
     for key, value in flat.items():
         task, index, path = key.split(SEP, 2)

@@ -50,7 +50,7 @@ from nbformat.v4 import new_markdown_cell
 
 from .cluster import close_client, grade_everywhere, open_client
 from .references import ReferencesMismatch
-from .references import load as load_references
+from .references import verify as verify_references
 from .sandbox import Sandbox, SandboxUnavailable
 from .worker import course_config, digest_folder, references_digest
 
@@ -435,7 +435,7 @@ def main() -> int:
         nbgrader("generate_assignment", args.assignment, force=True)
         notebooks = sorted(p.name for p in release.glob("*.ipynb"))
         for name in notebooks:
-            load_references(ROOT / "solutions" / args.assignment / "references", Path(name).stem)
+            verify_references(ROOT / "solutions" / args.assignment / "references", Path(name).stem)
         usable = True
     except (ReferencesMismatch, OSError) as error:
         print(f"cannot grade: the reference outputs are not usable: {error}")
