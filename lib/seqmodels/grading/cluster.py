@@ -120,18 +120,21 @@ def grade_everywhere(
             else:
                 waiting.appendleft(job)
 
-        while (waiting or running) and time.monotonic() < deadline:
-            changed = False
+        def collect(job: dict, future) -> None:
+            try:
+                finish(future.result())
+            except (KilledWorker, CancelledError):  # a scheduler that gave up on it
+                lost(job)
+            except Exception as error:  # noqa: BLE001 - that student fails; the run goes on
+                finish(failed(job, f"failed: the grading task raised {type(error).__name__}"))
+
+        ended: list = []  # (job, future) done in the last round, recorded after the next sends
+        while (waiting or running or ended) and time.monotonic() < deadline:
+            for job, future in ended:  # its worker was given its next submission first
+                collect(job, future)
+            ended = [(running.pop(f)[0], f) for f in [f for f in running if f.done()]]
+            changed = bool(ended)
             live = client.nthreads()
-            for future in [f for f in running if f.done()]:
-                job, _ = running.pop(future)
-                changed = True
-                try:
-                    finish(future.result())
-                except (KilledWorker, CancelledError):  # a scheduler that gave up on it
-                    lost(job)
-                except Exception as error:  # noqa: BLE001 - that student fails; the run goes on
-                    finish(failed(job, f"failed: the grading task raised {type(error).__name__}"))
             for future, (job, address) in list(running.items()):
                 if address not in live:  # its worker died while grading it
                     del running[future]
@@ -155,8 +158,10 @@ def grade_everywhere(
                     running[future] = (job, address)
                     busy[address] += 1
                     changed = True
-            if not changed:
-                time.sleep(0.2)
+            if not changed:  # until a task ends (then its worker is free at once), 0.2 s at most
+                wait_for_one(list(running), 0.2)
+        for job, future in ended:
+            collect(job, future)
         client.cancel(list(running))
         minutes = run_seconds / 60
         for job in [job for job, _ in running.values()] + list(waiting):
@@ -164,6 +169,20 @@ def grade_everywhere(
                 failed(job, f"failed: not graded, the run's time limit ({minutes:.0f} min) ran out")
             )
     return results
+
+
+def wait_for_one(futures: list, seconds: float) -> None:
+    """Return when one of `futures` is done, or after `seconds` (a worker's death ends no future:
+    the caller looks at the live workers again)."""
+    from distributed import wait
+
+    if not futures:
+        time.sleep(seconds)
+        return
+    try:
+        wait(futures, timeout=seconds, return_when="FIRST_COMPLETED")
+    except TimeoutError:
+        pass
 
 
 def failed(job: dict, status: str) -> dict:
