@@ -39,6 +39,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bs4 import BeautifulSoup
 from jinja2 import BytecodeCache
@@ -54,11 +55,15 @@ from nbgrader.utils import is_grade, is_locked, is_solution
 from traitlets import Bool, Enum, Float, Integer, List, Unicode
 
 from . import references
-from .compare import Verdict, exception_name, judge
-from .records import capture_records
 from .rules import RULES, Rule, untraced
 from .sandbox import CappedKernelClient, CappedKernelManager, Sandbox, SandboxedKernelManager
 from .static_reading import evidence
+
+if TYPE_CHECKING:
+    from .compare import Verdict
+
+# `compare` and `records` (and torch with them) are imported where captures are judged: the
+# grading driver loads this module with the course's nbgrader configuration, and never judges
 
 EXECUTION_TAGS = {"skip-execution", "raises-exception", "skip", "remove-cell"}
 HIDDEN = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
@@ -345,6 +350,9 @@ class JudgeCaptures(NbGraderPreprocessor):
         return nb, resources
 
     def _judge(self, grade_id, name, task, refs, kernel, sources, grader) -> list[NotebookNode]:
+        from .compare import Verdict, judge
+        from .records import capture_records
+
         records = list(capture_records(kernel, name))
         found: dict[str, list[dict]] = {}
         for record in records:
@@ -448,6 +456,8 @@ def _verdict_output(
 def _errors_by_name(outputs: list) -> list[NotebookNode]:
     """A student cell's errors, by built-in name only (whatever the cell printed or displayed could
     carry hidden test inputs; the student sees it by running the notebook)."""
+    from .compare import exception_name
+
     return [
         grader_output(
             f"[this cell raised {exception_name(str(output.get('ename', '')))}; run it in your "

@@ -41,7 +41,13 @@ _CONFIG: dict[str, object] = {}  # the course's nbgrader configuration, loaded o
 
 #: what a grading worker imports before its first submission (`dask_setup`; a local cluster's
 #: workers are forked from a process that imported them)
-WORKER_IMPORTS = ["seqmodels.grading.preprocessors", "nbgrader.apps", "nbgrader.converters"]
+WORKER_IMPORTS = [
+    "seqmodels.grading.preprocessors",
+    "seqmodels.grading.compare",  # the judging, with torch (`preprocessors` imports it lazily)
+    "seqmodels.grading.records",
+    "nbgrader.apps",
+    "nbgrader.converters",
+]
 
 
 def dask_setup(worker=None) -> None:
