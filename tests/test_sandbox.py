@@ -459,32 +459,114 @@ def test_an_installed_course_library_is_hidden_under_an_empty_folder(monkeypatch
     assert argv[argv.index(hidden) - 1] == "--tmpfs"
 
 
+def _children(pid: int, timeout: float = 10) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        if found:
+            return [int(p) for p in found]
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} started no child")
+
+
 def test_the_zygote_forks_a_kernel_only_into_its_graders_sandbox():
-    """A request naming a process that is not the child of the sandbox's init (the child of the
-    grader's bwrap), or one that is outside any sandbox, is refused before anything is joined."""
+    """A request naming a process that is not the child of the sandbox's init (the child of a
+    bwrap), a bwrap that the asking process did not start, or a chain of processes outside any
+    sandbox, is refused before anything is joined."""
     from seqmodels.grading.kernel_forks import Zygote, ZygoteError
 
     zygote = Zygote(Sandbox().kernel_env())
-    sleeper = subprocess.Popen(["sleep", "60"])
+    # ours -> middle -> sleeper: a chain like bwrap -> init -> placeholder, in our namespaces
+    ours = subprocess.Popen(["sh", "-c", "sh -c 'sleep 60; :' & wait"])
+    middle = _children(ours.pid)[0]
+    sleeper = _children(middle)[0]
     ends = [os.pipe(), os.pipe()]
     try:
-        base = {"cgroups": [], "rlimits": {}, "target": sleeper.pid}
+        base = {"cgroups": [], "rlimits": {}, "target": sleeper}
         cases = {
             "not the placeholder of the grader's sandbox": {"init": 1, "bwrap": 1},
+            "not started by the grader that asked": {
+                "target": ours.pid,
+                "init": os.getpid(),
+                "bwrap": os.getppid(),
+            },
             # its parent chain is right, but it shares the grader's namespaces
-            "shares the grader's mount namespace": {"init": os.getpid(), "bwrap": os.getppid()},
+            "shares the grader's mount namespace": {"init": middle, "bwrap": ours.pid},
         }
         for says, chain in cases.items():
             with pytest.raises(ZygoteError, match=says):
                 zygote.spawn({**base, **chain}, ends[0][1], ends[1][1], timeout=60)
         assert zygote.alive()  # a refused request is answered, not fatal
     finally:
-        sleeper.kill()
-        sleeper.wait()
+        ours.kill()
+        subprocess.run(["pkill", "-P", str(middle)], check=False)
+        ours.wait()
         zygote.close()
         for pair in ends:
             for fd in pair:
                 os.close(fd)
+
+
+SHARED_PROBE = r"""
+import asyncio, json, os, sys, tempfile
+from seqmodels.grading import kernel_forks
+from seqmodels.grading.sandbox import Sandbox, SandboxedKernelManager
+
+async def main():
+    folder = os.path.join(tempfile.mkdtemp(), "student", "ps1")  # a submission's folder
+    os.makedirs(folder)
+    km = SandboxedKernelManager(kernel_name="python3")
+    km.sandbox = Sandbox(memory_mb=2048)
+    await km.start_kernel(cwd=folder)
+    kc = km.client()
+    kc.start_channels()
+    await kc.wait_for_ready(timeout=60)
+    said = []
+    await kc.execute_interactive(
+        "import os; print(os.getuid(), os.getppid())", timeout=60,
+        output_hook=lambda m: said.append(m["content"].get("text", "")),
+    )
+    kc.stop_channels()
+    await km.shutdown_kernel()
+    zygote = kernel_forks.zygote_for(Sandbox().kernel_env())
+    print(json.dumps({"joined": zygote.process is None, "kernel": "".join(said).split()}))
+
+asyncio.run(main())
+"""
+
+
+def test_a_local_clusters_workers_share_the_drivers_zygote(monkeypatch):
+    """`share_zygote` starts one zygote that child processes join (no second torch import);
+    their kernels are confined as before (uid nobody, the sandbox's init as parent)."""
+    from seqmodels.grading import kernel_forks
+
+    monkeypatch.setattr(kernel_forks, "_ZYGOTES", {})
+    monkeypatch.setattr(kernel_forks, "_SHARED_FOLDERS", [])
+    monkeypatch.delenv(kernel_forks.SHARED, raising=False)
+    env = Sandbox().kernel_env()
+    zygote = kernel_forks.share_zygote(env)
+    folder = Path(os.environ[kernel_forks.SHARED])
+    try:
+        assert oct(folder.stat().st_mode & 0o777) == "0o700"
+        runs = [
+            subprocess.run(
+                [sys.executable, "-c", SHARED_PROBE],
+                capture_output=True,
+                text=True,
+                timeout=240,
+                env={**os.environ},
+            )
+            for _ in range(2)
+        ]
+        for run in runs:
+            assert run.returncode == 0, run.stderr[-3000:]
+            facts = json.loads(run.stdout.strip().splitlines()[-1])
+            assert facts == {"joined": True, "kernel": [str(SANDBOX_UID), "1"]}
+        assert zygote.alive()
+    finally:
+        zygote.close()
+        kernel_forks._close_all()
+    assert not folder.exists()
 
 
 def test_a_python_environment_under_tmp_is_bound_after_the_sandboxs_own_tmp(tmp_path):

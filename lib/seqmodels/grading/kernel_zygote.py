@@ -1,16 +1,19 @@
 """The kernel zygote: a process with ipykernel and torch imported that forks one fresh kernel per
 submission into that submission's bubblewrap sandbox. Run as a script, never imported:
 
-    python -I kernel_zygote.py <socket fd>
+    python -I kernel_zygote.py <socket fd> [<listening socket fd>]
 
 It imports nothing of the course (the course library is the graded code) and never runs student
 code. Its parent, the grader (`seqmodels.grading.kernel_forks`), sends requests over a Unix
 ``SOCK_SEQPACKET`` socket: a JSON object and two descriptors, the write ends of the kernel's
-stdout and stderr pipes. For each request the zygote forks a child that
+stdout and stderr pipes. Given a listening socket too (a path in a folder only the grader's user
+can enter), it also serves the grading processes of that user that connect to it, so that the
+workers of one machine share one zygote. For each request the zygote forks a child that
 
 1. joins the cgroups of the sandbox and sets its rlimits;
-2. checks that the target (``target``) is the placeholder of the grader's own sandbox (the child
-   of bwrap's child, held by a pidfd until its namespaces are open) and joins all its namespaces:
+2. checks that the target (``target``) is the placeholder of the requesting grader's own sandbox
+   (the child of the child of a bwrap that is the requester's child, as the socket's peer
+   credentials name it; held by a pidfd until its namespaces are open) and joins all its namespaces:
    its user namespaces (outer ones first: the others belong to them), cgroup, IPC, UTS, network,
    PID and mount namespaces, so that its root is the sandbox's root and the host's files are out
    of reach;
@@ -41,6 +44,7 @@ import resource
 import select
 import signal
 import socket
+import struct
 import sys
 import tempfile
 import traceback
@@ -118,7 +122,7 @@ def parent_of(pid: int) -> int:
         return int(stat.read().rsplit(")", 1)[1].split()[1])
 
 
-def enter_sandbox(request: dict) -> None:
+def enter_sandbox(request: dict, requester: int) -> None:
     """In the zygote's child: the sandbox's cgroups, rlimits and namespaces (steps 1 and 2)."""
     for folder in request["cgroups"]:
         with open(os.path.join(folder, "cgroup.procs"), "w") as procs:
@@ -132,6 +136,8 @@ def enter_sandbox(request: dict) -> None:
     pinned = os.pidfd_open(target)
     if parent_of(target) != init or parent_of(init) != bwrap:
         raise RuntimeError("the target is not the placeholder of the grader's sandbox")
+    if parent_of(bwrap) != requester:
+        raise RuntimeError("the target's sandbox was not started by the grader that asked")
     users = user_namespaces(target)
     others = []
     for name, flag in NAMESPACES.items():
@@ -264,8 +270,9 @@ def threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-def spawn(request: dict, stdio: list[int], host_root, control: socket.socket) -> dict:
-    """Fork a kernel for `request`; its answer once confined, or why it could not be."""
+def spawn(request: dict, stdio: list[int], host_root, requester: int, sockets: list) -> dict:
+    """Fork a kernel for `request` from the process `requester`; its answer once confined, or why
+    it could not be. `sockets`: every socket object of the zygote (the child detaches them)."""
     if threads() != 1:
         raise RuntimeError(
             f"the zygote has {threads()} threads (an import started one); it forks only when it "
@@ -277,9 +284,10 @@ def spawn(request: dict, stdio: list[int], host_root, control: socket.socket) ->
     child = os.fork()
     if child == 0:  # the child: enter, then fork the kernel into the PID namespace
         try:
-            control.detach()  # its descriptor is closed below; no object may use the number later
+            for each in sockets:  # their descriptors are closed below: no object may use them later
+                each.detach()
             os.close(read)
-            enter_sandbox(request)
+            enter_sandbox(request, requester)
             if os.fork() == 0:
                 said: list[bool] = []
                 try:
@@ -313,41 +321,81 @@ def spawn(request: dict, stdio: list[int], host_root, control: socket.socket) ->
     return {"ok": False, "error": said.decode("utf-8", "replace")[-STATUS_BYTES:]}
 
 
+def peer(connection: socket.socket) -> tuple[int, int]:
+    """The pid and uid of the process at the other end of a Unix socket (as the kernel says)."""
+    pid, uid, _ = struct.unpack(
+        "3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    )
+    return pid, uid
+
+
+def serve(connection: socket.socket, host_root, sockets: list) -> bool:
+    """Answer one request on `connection`; False once it has closed."""
+    try:
+        message, fds, _, _ = socket.recv_fds(connection, MESSAGE_BYTES, 2)
+    except InterruptedError:
+        return True
+    except OSError:
+        return False
+    if not message:
+        return False
+    try:
+        if len(fds) != 2:
+            raise ValueError(f"expected the kernel's stdout and stderr, got {len(fds)} fds")
+        reply = spawn(json.loads(message), fds, host_root, peer(connection)[0], sockets)
+    except Exception as error:  # noqa: BLE001 - a bad request is answered, not fatal
+        reply = {"ok": False, "error": f"{type(error).__name__}: {error}"[:STATUS_BYTES]}
+    finally:
+        for fd in fds:
+            os.close(fd)
+    try:
+        connection.send(json.dumps(reply).encode())
+    except OSError:
+        return False
+    return True
+
+
 def main() -> None:
     # it ends when the grader's end of the socket closes, as it does when the grader exits (no
     # PR_SET_PDEATHSIG: that follows the thread that started it, which may end first)
     control = socket.socket(fileno=int(sys.argv[1]))
+    listener = socket.socket(fileno=int(sys.argv[2])) if len(sys.argv) > 2 else None
     failed = []
     for name in PRELOAD:
         try:
             importlib.import_module(name)
         except Exception as error:  # noqa: BLE001 - reported; the kernel imports it itself
             failed.append(f"{name}: {error!r}"[:200])
+    ready = json.dumps({"ready": True, "preload_failed": failed}).encode()
     try:
-        control.send(json.dumps({"ready": True, "preload_failed": failed}).encode())
+        control.send(ready)
     except OSError:
         return  # the grader has gone already
     root = os.stat("/")
     host_root = (root.st_dev, root.st_ino)
+    clients: list[socket.socket] = []
     while True:
+        waiting = [control, *clients, *([listener] if listener else [])]
         try:
-            message, fds, _, _ = socket.recv_fds(control, MESSAGE_BYTES, 2)
-        except OSError as error:
-            if error.errno == errno.EINTR:
-                continue
-            return
-        if not message:
-            return  # the grader closed its end
-        try:
-            if len(fds) != 2:
-                raise ValueError(f"expected the kernel's stdout and stderr, got {len(fds)} fds")
-            reply = spawn(json.loads(message), fds, host_root, control)
-        except Exception as error:  # noqa: BLE001 - a bad request is answered, not fatal
-            reply = {"ok": False, "error": f"{type(error).__name__}: {error}"[:STATUS_BYTES]}
-        finally:
-            for fd in fds:
-                os.close(fd)
-        control.send(json.dumps(reply).encode())
+            readable, _, _ = select.select(waiting, [], [])
+        except InterruptedError:
+            continue
+        for each in readable:
+            if each is listener:
+                connection, _ = listener.accept()
+                if peer(connection)[1] != os.getuid():  # only the grader's own user
+                    connection.close()
+                    continue
+                try:
+                    connection.send(ready)
+                    clients.append(connection)
+                except OSError:
+                    connection.close()
+            elif not serve(each, host_root, [control, *clients, *([listener] if listener else [])]):
+                if each is control:
+                    return  # the grader that started it has gone
+                clients.remove(each)
+                each.close()
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ import nbformat
 from nbformat.v4 import new_markdown_cell
 
 from .cluster import close_client, grade_everywhere, open_client
+from .kernel_forks import share_zygote
 from .references import ReferencesMismatch
 from .references import verify as verify_references
 from .sandbox import Sandbox, SandboxUnavailable
@@ -428,6 +429,10 @@ def main() -> int:
     jobs = max(1, min(args.jobs, len(todo) or 1))
     # the cluster starts (its workers import nbgrader and start their kernel zygotes) while the
     # course's gradebook is synced and the workers' one-assignment gradebook is made
+    if todo and mode == "bubblewrap" and not args.scheduler:
+        # one kernel zygote for this machine's workers, importing torch while everything else
+        # starts (each worker would otherwise start its own)
+        share_zygote(Sandbox().kernel_env())
     background = ThreadPoolExecutor(1)
     opening = background.submit(open_client, args.scheduler, jobs) if todo else None
     usable = False
