@@ -19,6 +19,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -124,6 +125,36 @@ def autograde_phase(stdout: str) -> float:
     return float(re.search(r" in ([0-9.]+) s with", stdout).group(1))
 
 
+def make_grade(n: int, ps: str, jobs: int, sandboxed: bool = True, **env: str):
+    """(autograde phase, whole command) seconds of ``make grade`` on a fresh copy of the course."""
+    root = make_course(n, stock=False, ps=ps)
+    cmd = [BIN / "python", "-m", "seqmodels.grading.run", ps, "--jobs", str(jobs)]
+    seconds, stdout = timed(cmd if sandboxed else [*cmd, "--unsafe-no-sandbox"], root, **env)
+    shutil.rmtree(root)
+    return autograde_phase(stdout), seconds
+
+
+def stock_autograde(n: int, ps: str) -> tuple[float, float]:
+    root = make_course(n, stock=True, ps=ps)
+    seconds, _ = timed([BIN / "nbgrader", "autograde", ps], root)
+    shutil.rmtree(root)
+    return seconds, seconds
+
+
+def row_order(cores: int) -> list[str]:
+    """The table's rows, in order."""
+    many = f"{cores} job{'s' * (cores > 1)}"
+    return [
+        "make grade, 1 job, sandboxed",
+        "make grade, 1 job, no sandbox",
+        f"make grade, {many}, sandboxed",
+        f"make grade, {many}, no sandbox",
+        f"make grade, {many}, sandboxed, cold kernels",
+        "plain nbgrader autograde (serial)",
+        f"limit: warm interpreters, {cores} processes",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=8)
@@ -131,33 +162,51 @@ def main() -> None:
     parser.add_argument(
         "--project", type=int, default=5000, help="notebooks to project the grading time of"
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the rows the goals compare (parallel sandboxed, stock, limit) this many times, "
+        "in turn, and report each one's median (this machine's speed drifts between runs)",
+    )
     args = parser.parse_args()
     n, cores, ps = args.students, os.cpu_count() or 1, args.ps
     rows = {}  # label -> (autograde seconds, whole command seconds)
     for jobs in (1, cores):
         for sandboxed in (True, False):
+            if jobs == cores and sandboxed:
+                continue  # a compared row: below
             label = f"make grade, {jobs} job{'s' * (jobs > 1)}, " + (
                 "sandboxed" if sandboxed else "no sandbox"
             )
-            root = make_course(n, stock=False, ps=ps)
-            cmd = [BIN / "python", "-m", "seqmodels.grading.run", ps, "--jobs", str(jobs)]
-            seconds, stdout = timed(cmd if sandboxed else [*cmd, "--unsafe-no-sandbox"], root)
-            rows[label] = (autograde_phase(stdout), seconds)
-            shutil.rmtree(root)
+            rows[label] = make_grade(n, ps, jobs, sandboxed=sandboxed)
     # the same, each kernel started cold instead of forked from the zygote
-    root = make_course(n, stock=False, ps=ps)
-    cmd = [BIN / "python", "-m", "seqmodels.grading.run", ps, "--jobs", str(cores)]
-    seconds, stdout = timed(cmd, root, SEQMODELS_WARM_KERNELS="0")
     cold = f"make grade, {cores} job{'s' * (cores > 1)}, sandboxed, cold kernels"
-    rows[cold] = (autograde_phase(stdout), seconds)
-    shutil.rmtree(root)
-    root = make_course(n, stock=True, ps=ps)
-    seconds, _ = timed([BIN / "nbgrader", "autograde", ps], root)
-    rows["plain nbgrader autograde (serial)"] = (seconds, seconds)
-    shutil.rmtree(root)
-    limit = warm_limit(n, ps, cores)
-    rows[f"limit: warm interpreters, {cores} processes"] = (limit, limit)
-    print(f"# {n} copies of the {ps.upper()} solution, {cores} cores, {time.strftime('%Y-%m-%d')}")
+    rows[cold] = make_grade(n, ps, cores, SEQMODELS_WARM_KERNELS="0")
+    parallel_label = f"make grade, {cores} job{'s' * (cores > 1)}, sandboxed"
+    stock_label = "plain nbgrader autograde (serial)"
+    limit_label = f"limit: warm interpreters, {cores} processes"
+    runs: dict[str, list[tuple[float, float]]] = {
+        parallel_label: [],
+        stock_label: [],
+        limit_label: [],
+    }
+    for _ in range(args.repeat):
+        runs[parallel_label].append(make_grade(n, ps, cores))
+        runs[stock_label].append(stock_autograde(n, ps))
+        limit = warm_limit(n, ps, cores)
+        runs[limit_label].append((limit, limit))
+    for label, measured in runs.items():
+        rows[label] = (
+            statistics.median(a for a, _ in measured),
+            statistics.median(w for _, w in measured),
+        )
+    rows = {label: rows[label] for label in row_order(cores) if label in rows}
+    limit = rows[limit_label][0]
+    print(
+        f"# {n} copies of the {ps.upper()} solution, {cores} cores, {time.strftime('%Y-%m-%d')}"
+        + (f"; compared rows: median of {args.repeat} runs" if args.repeat > 1 else "")
+    )
     print(f"{'':54} {'autograde s':>11} {'per min':>8} {'whole command s':>16}")
     for label, (autograde, whole) in rows.items():
         print(f"{label:54} {autograde:11.1f} {60 * n / autograde:8.1f} {whole:16.1f}")
@@ -173,6 +222,17 @@ def main() -> None:
     whole = rows[f"make grade, {cores} job{'s' * (cores > 1)}, sandboxed"][1]
     print(f"whole make grade command vs stock nbgrader's: {stock / whole:.2f}x")
     print(f"sandboxed {cores}-job autograde vs the warm limit: {100 * limit / parallel:.0f} %")
+    if args.repeat > 1:
+        for label, measured in runs.items():
+            shown = ", ".join(f"{a:.1f}/{w:.1f}" for a, w in measured)
+            print(f"runs (autograde/whole s), {label}: {shown}")
+        paired = [
+            (s / p, s / w, lim / p) for (p, w), (s, _), (lim, _) in zip(*runs.values(), strict=True)
+        ]
+        print(
+            "each round's own ratios (autograde vs stock, whole vs stock, % of limit): "
+            + "; ".join(f"{a:.2f}x, {b:.2f}x, {100 * c:.0f} %" for a, b, c in paired)
+        )
     # the projection: each submission costs `per` worker-seconds (measured with every core busy);
     # W workers grade W at a time; the driver's fixed cost (release sync, cluster start, export)
     per = parallel * cores / n
