@@ -57,7 +57,7 @@ PRELOAD = (
     "safetensors.torch",
     # every problem set calls `seqmodels.device.set_deterministic`, whose
     # `torch.use_deterministic_algorithms` imports TorchInductor, TorchDynamo and SymPy: about 800
-    # modules, 0.6-1 s per kernel if each imported them itself (third-party code, no course code)
+    # modules, about 1 s per kernel if each imported them itself (third-party code, no course code)
     "torch._inductor",
 )
 NAMESPACES = {  # name in /proc/<pid>/ns: CLONE_NEW* flag, in the order they are joined
