@@ -28,6 +28,8 @@ from .worker import WORKER_IMPORTS, grade_submission
 
 #: how many times a submission may take its worker down before it is given up
 ALLOWED_FAILURES = 2
+#: seconds to fetch a finished task's outcome from its worker (one that died meanwhile never answers)
+RESULT_SECONDS = 30
 
 
 def open_client(scheduler: str | None, jobs: int):
@@ -120,19 +122,20 @@ def grade_everywhere(
             else:
                 waiting.appendleft(job)
 
-        def collect(job: dict, future) -> None:
+        def fetch(job: dict, future) -> dict | str:
+            """A finished task's outcome, fetched at once (it lives on its worker until then), or
+            "lost" if its worker went first."""
             try:
-                finish(future.result())
-            except (KilledWorker, CancelledError):  # a scheduler that gave up on it
-                lost(job)
+                return future.result(timeout=RESULT_SECONDS)
+            except (KilledWorker, CancelledError, TimeoutError):
+                future.cancel()
+                return "lost"
             except Exception as error:  # noqa: BLE001 - that student fails; the run goes on
-                finish(failed(job, f"failed: the grading task raised {type(error).__name__}"))
+                return failed(job, f"failed: the grading task raised {type(error).__name__}")
 
-        ended: list = []  # (job, future) done in the last round, recorded after the next sends
-        while (waiting or running or ended) and time.monotonic() < deadline:
-            for job, future in ended:  # its worker was given its next submission first
-                collect(job, future)
+        while (waiting or running) and time.monotonic() < deadline:
             ended = [(running.pop(f)[0], f) for f in [f for f in running if f.done()]]
+            fetched = [(job, fetch(job, future)) for job, future in ended]
             changed = bool(ended)
             live = client.nthreads()
             for future, (job, address) in list(running.items()):
@@ -158,10 +161,12 @@ def grade_everywhere(
                     running[future] = (job, address)
                     busy[address] += 1
                     changed = True
+            # recorded once the free workers have their next submissions (the driver's writes
+            # take a moment; the workers need not wait for them)
+            for job, outcome in fetched:
+                lost(job) if outcome == "lost" else finish(outcome)
             if not changed:  # until a task ends (then its worker is free at once), 0.2 s at most
                 wait_for_one(list(running), 0.2)
-        for job, future in ended:
-            collect(job, future)
         client.cancel(list(running))
         minutes = run_seconds / 60
         for job in [job for job, _ in running.values()] + list(waiting):
