@@ -162,15 +162,23 @@ BOOT = (
 # A kernel forked by the zygote (`kernel_forks`): the sandbox's command is this placeholder, which
 # holds the namespaces the kernel joins, and ends the sandbox once the FIFO the kernel holds open
 # (it and everything it started) is closed.
-PLACEHOLDER = (
-    "import os\n"
+PLACEHOLDER = (  # argv[1]: the read end of a pipe whose write end only the grader holds
+    "import os, select, sys\n"
     "try:\n"
     f"    os.mkfifo({ALIVE!r}, 0o600)\n"
     "except FileExistsError:\n"
     "    pass\n"
-    f"alive = os.open({ALIVE!r}, os.O_RDONLY)\n"
-    "while os.read(alive, 65536):\n"
-    "    pass\n"
+    # it ends when every writer of the FIFO (the kernel and all it started) has gone, or when the
+    # grader has: a grader killed before its kernel joined must not leave the sandbox waiting
+    f"alive = os.open({ALIVE!r}, os.O_RDONLY | os.O_NONBLOCK)\n"
+    "grader = int(sys.argv[1])\n"
+    "poller = select.poll()\n"
+    "poller.register(alive, select.POLLIN)\n"
+    "poller.register(grader, select.POLLIN)\n"
+    "while True:\n"
+    "    for fd, _ in poller.poll():\n"
+    "        if fd == grader or not os.read(alive, 65536):\n"
+    "            raise SystemExit\n"
 )
 
 # Installed as sitecustomize.py beside the allowed modules: the graded implementations are absent.
@@ -611,6 +619,7 @@ class SandboxedKernelManager(CappedKernelManager):
         self._cgroup: Cgroup | None = None
         self._submission: Path | None = None
         self._zygote = None
+        self._grader_pipe: tuple[int, int] | None = None
 
     async def _async_pre_start_kernel(self, **kw):
         self._submission = Path(kw.pop("cwd", None) or self._run / "course").resolve()
@@ -633,6 +642,8 @@ class SandboxedKernelManager(CappedKernelManager):
         kw.update(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         kernel_cmd, kw = await super()._async_pre_start_kernel(**kw)
         kw["pass_fds"] = (self._seccomp.fileno(),)  # bwrap reads the filter and closes it
+        if self._grader_pipe is not None:  # the placeholder's end of the grader's pipe
+            kw["pass_fds"] += (self._grader_pipe[0],)
         return kernel_cmd, kw
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
@@ -640,6 +651,8 @@ class SandboxedKernelManager(CappedKernelManager):
             await super()._async_launch_kernel(kernel_cmd, **kw)
         finally:
             self._seccomp.close()
+            if self._grader_pipe is not None:
+                os.close(self._grader_pipe[0])  # the sandbox's now; the write end stays here
         process = self.provisioner.process
         # a forked kernel has pipes of its own (`_fork_kernel`); bwrap's are its placeholder's
         whose = "placeholder's " if self._zygote is not None else ""
@@ -760,7 +773,10 @@ class SandboxedKernelManager(CappedKernelManager):
         self.kernel_spec.interrupt_mode = "message"  # signals do not cross into the sandbox
         self._zygote = zygote_for(self.sandbox.kernel_env()) if self.warm else None
         if self._zygote is not None:
-            inner = [self.sandbox.python(), "-I", "-S", "-c", PLACEHOLDER]
+            self._release_grader_pipe()
+            self._grader_pipe = os.pipe()  # the placeholder's end is passed to bwrap; ours is kept
+            reader = str(self._grader_pipe[0])
+            inner = [self.sandbox.python(), "-I", "-S", "-c", PLACEHOLDER, reader]
         else:
             inner = [self.sandbox.python(), "-c", BOOT, "-f", CONNECTION, *(extra_arguments or [])]
         self._seccomp = open(self._run / "seccomp.bpf", "rb")  # noqa: SIM115 - closed at launch
@@ -774,7 +790,13 @@ class SandboxedKernelManager(CappedKernelManager):
 
     cleanup_resources = _async_cleanup_resources
 
+    def _release_grader_pipe(self) -> None:
+        if getattr(self, "_grader_pipe", None) is not None:
+            os.close(self._grader_pipe[1])  # a placeholder still waiting ends with it
+            self._grader_pipe = None
+
     def _release(self) -> None:
+        self._release_grader_pipe()
         if self._cgroup is not None:
             self._cgroup.kill_all()
             self._cgroup.remove()
