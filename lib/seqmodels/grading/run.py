@@ -38,6 +38,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -57,6 +58,31 @@ from .worker import course_config, digest_folder, references_digest
 
 ROOT = Path.cwd()
 UNSAFE = "NONE (unsafe: --unsafe-no-sandbox)"
+#: the student ids `make grade` accepts: a letter, digit or underscore, then up to 99 of these and
+#: ``. @ + -``. Nothing a spreadsheet reads as a formula, nothing hidden, no path.
+STUDENT_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,99}")
+STUDENT_ID_RULE = (
+    "a letter, digit or underscore, then at most 99 letters, digits or the characters _ . @ + -"
+)
+#: what a spreadsheet program may read as a formula at the start of a cell (OWASP's CSV injection)
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def safe_cell(value: str) -> str:
+    """`value` for a CSV cell a spreadsheet opens as text: a quote before a text that starts like a
+    formula (``=``, ``+``, ``-``, ``@``, tab, carriage return); numbers (``-1.5``) stay numbers."""
+    if not value.startswith(FORMULA_START) or NUMBER.fullmatch(value):
+        return value
+    return "'" + value
+
+
+def collect_students(submitted: Path, assignment: str) -> tuple[list[str], list[str]]:
+    """The student folders under `submitted` holding `assignment`: ``(accepted, rejected)``, where a
+    rejected id does not match `STUDENT_ID` (its folder is left as it is, ungraded)."""
+    names = sorted(p.parent.name for p in submitted.glob(f"*/{assignment}") if p.is_dir())
+    accepted = [n for n in names if STUDENT_ID.fullmatch(n)]
+    return accepted, [n for n in names if not STUDENT_ID.fullmatch(n)]
 
 
 def nbgrader(command: str, assignment: str, **kwargs) -> None:
@@ -352,7 +378,7 @@ def export_csv(csv_path: Path) -> None:
     with open(csv_path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=[*fields, "review", "sandbox", "note"])
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: safe_cell(v or "") for k, v in row.items()} for row in rows)
 
 
 def main() -> int:
@@ -390,7 +416,13 @@ def main() -> int:
     )
     args = parser.parse_args()
     submitted = ROOT / "grading" / "submitted"
-    students = sorted(p.parent.name for p in submitted.glob(f"*/{args.assignment}") if p.is_dir())
+    students, rejected = collect_students(submitted, args.assignment)
+    for name in rejected:
+        print(
+            f"not graded: the student id {name!r} (folder {submitted / name}) is not one this "
+            f"course accepts ({STUDENT_ID_RULE}); rename the folder to the student's id and run "
+            "again"
+        )
     if not students:
         print(f"no submissions of {args.assignment} under {submitted}/<student>/{args.assignment}/")
         return 1
@@ -526,6 +558,10 @@ def main() -> int:
     )
     for student, status in sorted(failed.items()):
         print(f"  {student}: {status}")
+    if rejected:
+        print(
+            f"{len(rejected)} submission folder(s) not graded, their ids not accepted: {rejected}"
+        )
     return 0
 
 

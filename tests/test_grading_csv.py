@@ -1,0 +1,84 @@
+"""grades.csv is safe to open in a spreadsheet: unsafe student ids are refused at collection, and
+every text cell that a spreadsheet would read as a formula is neutralised (OWASP's rule)."""
+
+import csv
+import shutil
+import sys
+
+import pytest
+from nbgrader.api import Gradebook
+
+from seqmodels.grading import run
+
+ROOT = run.Path(__file__).resolve().parents[1]
+HOSTILE_IDS = ["=2+5", "@SUM(2+5)", "+cmd", "-1+1", "\tx", "\r=1", ".hidden", "a b"]
+
+
+def test_student_ids_outside_the_safe_pattern_are_refused_at_collection(
+    tmp_path, monkeypatch, capsys
+):
+    submitted = tmp_path / "grading" / "submitted"
+    for name in [*HOSTILE_IDS, "alice", "bob.smith@uni.edu", "s_42"]:
+        (submitted / name / "ps1").mkdir(parents=True)
+    accepted, rejected = run.collect_students(submitted, "ps1")
+    assert accepted == ["alice", "bob.smith@uni.edu", "s_42"]
+    assert sorted(rejected) == sorted(HOSTILE_IDS)
+    # the driver says why, names the folder, and leaves it where it was
+    for name in ["alice", "bob.smith@uni.edu", "s_42"]:
+        shutil.rmtree(submitted / name)
+    monkeypatch.setattr(run, "ROOT", tmp_path)
+    monkeypatch.setattr(sys, "argv", ["run", "ps1"])
+    assert run.main() == 1  # nobody left to grade
+    out = capsys.readouterr().out
+    for name in HOSTILE_IDS:
+        assert f"the student id {name!r}" in out
+        assert (submitted / name / "ps1").is_dir()
+    assert run.STUDENT_ID_RULE in out
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        ("=2+5", "'=2+5"),
+        ("@SUM(2+5)", "'@SUM(2+5)"),
+        ("+cmd|' /C calc'!A0", "'+cmd|' /C calc'!A0"),
+        ("-2+3", "'-2+3"),
+        ("\t=1", "'\t=1"),
+        ("\r=1", "'\r=1"),
+        ("-1.5", "-1.5"),  # numbers stay numbers
+        ("+3", "+3"),
+        ("-2e3", "-2e3"),
+        ("10", "10"),
+        ("alice", "alice"),
+        ("", ""),
+    ],
+)
+def test_a_cell_that_starts_like_a_formula_is_written_as_text(value, written):
+    assert run.safe_cell(value) == written
+
+
+def test_grades_csv_neutralises_formulas_already_in_the_gradebook(tmp_path, monkeypatch):
+    """Ids and names put in the gradebook by other means (nbgrader db student add) are exported
+    safely too; scores stay numbers."""
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    monkeypatch.setattr(run, "ROOT", tmp_path)
+    monkeypatch.delenv("SEQMODELS_GRADEBOOK_URL", raising=False)
+    (tmp_path / "grading").mkdir(exist_ok=True)
+    with Gradebook(f"sqlite:///{tmp_path / 'grading' / 'gradebook.db'}") as gradebook:
+        gradebook.add_assignment("ps1")
+        gradebook.add_student("=2+5", first_name="@SUM(1+1)", last_name="-cmd")
+        gradebook.add_student("alice", first_name="Alice", last_name="Liddell")
+    status = tmp_path / "grading" / "status" / "ps1"
+    status.mkdir(parents=True)
+    (status / "=2+5.json").write_text('{"sandbox": "bubblewrap", "note": "=HYPERLINK(1)"}')
+    run.export_csv(tmp_path / "grades.csv")
+    with open(tmp_path / "grades.csv", newline="") as f:
+        rows = {row["student_id"]: row for row in csv.DictReader(f)}
+    assert set(rows) == {"'=2+5", "alice"}
+    hostile = rows["'=2+5"]
+    assert hostile["first_name"] == "'@SUM(1+1)" and hostile["last_name"] == "'-cmd"
+    assert hostile["note"] == "'=HYPERLINK(1)"
+    for row in rows.values():
+        assert float(row["score"]) == 0.0
+        for value in row.values():
+            assert not value.startswith(run.FORMULA_START) or run.NUMBER.fullmatch(value)
