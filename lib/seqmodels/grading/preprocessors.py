@@ -56,7 +56,7 @@ from traitlets import Bool, Enum, Float, Integer, List, Unicode
 
 from . import references
 from .rules import RULES, Rule, untraced
-from .sandbox import CappedKernelClient, CappedKernelManager, Sandbox, SandboxedKernelManager
+from .sandbox import CappedKernelManager, Sandbox, SandboxedKernelManager
 from .static_reading import evidence
 
 if TYPE_CHECKING:
@@ -153,6 +153,30 @@ def _size(content: dict) -> int:
     return total
 
 
+def traffic_notes(traffic, relay) -> list[str]:
+    """The grader's notes on what the relay discarded of one cell's messages (`CellTraffic`)."""
+    notes = []
+    if traffic.oversize:
+        notes.append(
+            f"[output dropped: {traffic.oversize} message(s) from the kernel over "
+            f"{relay.max_message // 2**20} MB each were discarded unread]"
+        )
+    if traffic.over_budget:
+        notes.append(
+            f"[output dropped: this cell's messages reached {relay.max_cell // 2**20} MB; "
+            f"{traffic.over_budget} more were discarded unread]"
+        )
+    if traffic.garbled:
+        notes.append("[a connection to the kernel was closed: it did not speak ZMTP 3]")
+    if traffic.changed:
+        notes.append(
+            f"[the kernel replaced its socket files ({', '.join(sorted(traffic.changed))}) "
+            "during this cell: the grader kept the sockets it had found, and what the kernel "
+            "answered through them before still counts]"
+        )
+    return notes
+
+
 class GuardedExecute(Execute):
     """nbgrader's `Execute` with a sandboxed kernel, budgets, output caps and survival of a dead kernel."""
 
@@ -180,8 +204,9 @@ class GuardedExecute(Execute):
     )
     max_cell_output_bytes = Integer(1_000_000, help="output bytes kept per cell").tag(config=True)
     max_notebook_output_bytes = Integer(8_000_000, help="output bytes kept in all").tag(config=True)
-    # an output message that ZMQ dropped (over CappedKernelClient.max_message_bytes) takes the
-    # cell's "idle" status with it: the cell is then finished, not stuck
+    # an output message that never arrived (a sandboxed kernel's replaced socket, an unsandboxed
+    # one's message over CappedKernelClient.max_message_bytes) may take the cell's "idle" status
+    # with it: the cell is then finished, not stuck
     raise_on_iopub_timeout = Bool(False).tag(config=True)
 
     def _limits(self) -> Sandbox:
@@ -232,6 +257,9 @@ class GuardedExecute(Execute):
             note(resources, index, f"[not run: {self._stopped}]")
             return cell, resources
         self._timed_out = False
+        relay = getattr(self.km, "relay", None)  # a sandboxed kernel's (`kernel_relay`)
+        if relay is not None:
+            relay.new_cell()
         try:
             return super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
@@ -252,9 +280,11 @@ class GuardedExecute(Execute):
                 note(
                     resources,
                     index,
-                    "[output truncated: some of this cell's output never reached the grader (a "
-                    f"message over {CappedKernelClient.max_message_bytes // 2**20} MB is dropped)]",
+                    "[output truncated: some of this cell's output never reached the grader]",
                 )
+            if relay is not None:
+                for text in traffic_notes(relay.new_cell(), relay):
+                    note(resources, index, text)
             if index in self._capped:
                 note(
                     resources,

@@ -67,6 +67,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Type
 
 from .kernel_forks import ZygoteError, zygote_for
+from .kernel_relay import KernelSockets, Relay
 
 SANDBOX_UID = 65534  # "nobody"
 # the grader's own machinery never enters a kernel
@@ -147,7 +148,11 @@ def seccomp_filter(path: Path) -> None:
 # What a kernel runs first, in its home: copy the notebook folder there.
 COPY_SUBMISSION = (
     "import os, shutil\n"
-    f"for e in os.scandir({SUBMISSION!r}):\n"
+    "try:\n"
+    f"    entries = list(os.scandir({SUBMISSION!r}))\n"
+    "except OSError:\n"
+    "    entries = []  # a folder the sandbox's uid cannot read: the kernel starts without it\n"
+    "for e in entries:\n"
     "    try:\n"
     "        if e.is_dir(follow_symlinks=False): shutil.copytree(e.path, e.name, symlinks=True)\n"
     "        else: shutil.copy(e.path, e.name, follow_symlinks=False)\n"
@@ -608,6 +613,9 @@ class SandboxedKernelManager(CappedKernelManager):
 
     sandbox = Sandbox()
     warm = True
+    #: the most bytes of one kernel message, and of one cell's messages, the relay passes on
+    relay_message_bytes = 16 * 2**20
+    relay_cell_bytes = 64 * 2**20
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -620,6 +628,7 @@ class SandboxedKernelManager(CappedKernelManager):
         self._submission: Path | None = None
         self._zygote = None
         self._grader_pipe: tuple[int, int] | None = None
+        self.relay: Relay | None = None
 
     async def _async_pre_start_kernel(self, **kw):
         self._submission = Path(kw.pop("cwd", None) or self._run / "course").resolve()
@@ -658,10 +667,11 @@ class SandboxedKernelManager(CappedKernelManager):
         whose = "placeholder's " if self._zygote is not None else ""
         for stream, name in ((process.stdout, "stdout"), (process.stderr, "stderr")):
             threading.Thread(target=self._drain, args=(stream, whose + name), daemon=True).start()
-        # The sockets are in the sandbox's own tmpfs, reached through /proc/<pid>/root of bwrap's
-        # child, which lives in the sandbox's mount namespace as long as the sandbox: once that
-        # root is no longer the host's (bwrap pivots within milliseconds). If it never is, the
-        # grader connects to nothing, never to a path of the host's.
+        # The kernel's sockets are in the sandbox's own tmpfs. The grader reaches them only through
+        # the relay (`kernel_relay`), which finds them from the root of bwrap's child once that
+        # root is no longer the host's (bwrap pivots within milliseconds), pins each by
+        # descriptor and follows no path the kernel could change. If the root never changes,
+        # the grader connects to nothing.
         host = os.stat("/")
         for _ in range(1000):
             try:
@@ -670,12 +680,27 @@ class SandboxedKernelManager(CappedKernelManager):
                 if (root.st_dev, root.st_ino) != (host.st_dev, host.st_ino):
                     if self._zygote is not None:
                         await self._fork_kernel(int(child[0]))
-                    self.ip = f"/proc/{child[0]}/root{KERNEL}/k"
+                    self._open_relay(int(child[0]))
                     return
             except (OSError, IndexError):
                 if process.poll() is not None:
                     return  # bwrap has exited: the kernel never started
             await asyncio.sleep(0.01)
+
+    def _open_relay(self, init: int) -> None:
+        """Start the relay between the grader's sockets and those of the kernel in the sandbox
+        whose init is `init`; the grader's client connects to the relay's (``<run>/relay/k-N``)."""
+        info = self.get_connection_info()
+        names = [f"k-{info[f'{c}_port']}" for c in ("shell", "iopub", "stdin", "control", "hb")]
+        sockets = KernelSockets(init, KERNEL)
+        try:
+            self.relay = Relay(
+                self._run / "relay", sockets, names, self.relay_message_bytes, self.relay_cell_bytes
+            )
+        except OSError:
+            sockets.close()
+            raise
+        self.ip = str(self._run / "relay" / "k")
 
     async def _end_sandbox(self) -> None:
         """SIGKILL the sandbox's init (bwrap's child): its PID namespace ends with it, and bwrap
@@ -784,7 +809,7 @@ class SandboxedKernelManager(CappedKernelManager):
         return self.sandbox.bwrap_argv(self._run, submission, inner, self._seccomp.fileno())
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
-        self.ip = self._nowhere  # jupyter_client removes "<ip>-<port>": nothing through /proc
+        self.ip = self._nowhere  # jupyter_client removes "<ip>-<port>"; the relay's go with _run
         await super()._async_cleanup_resources(restart=restart)
         self._release()
 
@@ -797,6 +822,9 @@ class SandboxedKernelManager(CappedKernelManager):
 
     def _release(self) -> None:
         self._release_grader_pipe()
+        if getattr(self, "relay", None) is not None:
+            self.relay.close()
+            self.relay = None
         if self._cgroup is not None:
             self._cgroup.kill_all()
             self._cgroup.remove()
