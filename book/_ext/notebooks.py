@@ -14,9 +14,9 @@ downloadable ``.ipynb`` that runs and reads like the page, generated from its on
   and a first cell says what to install. Anything that cannot be resolved is a Sphinx warning (so
   ``-W`` fails the build). The file is rewritten only when its content changes.
 - `problem_sets` (the "Problem sets" page and its guarded downloads), `site_assets` (phone and
-  search fixes), `claims` (numbers in prose are glued or declared; asserted claims) and
-  `execution_cache` (a chapter re-executes when the library modules it imports change) are set up
-  from here too.
+  search fixes), `claims` (numbers in prose are glued or declared; asserted claims),
+  `execution_cache` (a chapter re-executes when the library modules it imports change) and
+  `sliced_execution` (chapters run by `seqmodels.execution_client`) are set up from here too.
 """
 
 from __future__ import annotations
@@ -297,6 +297,7 @@ def setup(app: Sphinx) -> dict:
     app.setup_extension("site_assets")
     app.setup_extension("claims")
     app.setup_extension("execution_cache")
+    app.setup_extension("sliced_execution")
     app.connect("config-inited", _use_local_mathjax)
     app.connect("builder-inited", _placeholder_notebooks)
     app.connect("env-check-consistency", _render_notebooks)

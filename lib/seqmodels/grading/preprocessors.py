@@ -54,6 +54,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from nbgrader.utils import is_grade, is_locked, is_solution
 from traitlets import Bool, Enum, Float, Integer, List, Unicode
 
+from ..execution_client import SlicedWaits
 from . import references
 from .rules import RULES, Rule, untraced
 from .sandbox import CappedKernelManager, Sandbox, SandboxedKernelManager
@@ -177,7 +178,7 @@ def traffic_notes(traffic, relay) -> list[str]:
     return notes
 
 
-class GuardedExecute(Execute):
+class GuardedExecute(SlicedWaits, Execute):
     """nbgrader's `Execute` with a sandboxed kernel, budgets, output caps and survival of a dead kernel."""
 
     timeout = Integer(30, help="seconds one cell may run").tag(config=True)
