@@ -27,8 +27,8 @@ never have been found; a ready message that nobody was woken for is found exactl
 A long cell is never cut short: a slice only repeats the poll, the cell's timeout stays the
 cell's, and the grace period starts only with the idle status, which the kernel sends after the
 cell's work. `recovered` counts messages found by a slice's closing check rather than by a wake-up, after
-waiting unnoticed for half a slice or more: missed wake-ups (the soak in
-``benchmarks/execution_stall_soak.py`` reports them).
+waiting unnoticed for half a slice or more while the event loop kept time: missed wake-ups
+(`recoveries` has each one; the soak in ``benchmarks/execution_stall_soak.py`` reports them).
 
 `SlicedNotebookClient` is `NotebookClient` with the mixin and `execute` is a drop-in for
 `nbclient.execute`; the book's build uses them through ``book/_ext/execution_client.py``, and
@@ -46,7 +46,7 @@ from queue import Empty
 from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
 from nbformat import NotebookNode
-from traitlets import Float, HasTraits, Integer
+from traitlets import Float, HasTraits, Integer, List
 
 __all__ = ["SlicedNotebookClient", "SlicedWaits", "execute"]
 
@@ -76,6 +76,8 @@ class SlicedWaits(HasTraits):
         5.0, help="seconds to wait for a cell's execute_reply once its idle status has arrived"
     ).tag(config=True)
     recovered = Integer(0, help="messages found only by a slice's closing check (missed wake-ups)")
+    #: (channel, msg_type, seconds it had waited, seconds the poll took) of each one recovered
+    recoveries = List()
 
     @contextmanager
     def _sliced_channels(self) -> t.Iterator[None]:
@@ -110,14 +112,16 @@ class SlicedWaits(HasTraits):
                     if deadline is not None and time.monotonic() >= deadline:
                         raise
                     continue
-                # found by the slice's closing check, not by a wake-up, though it had been there
-                # for half the slice or more: the event loop was not woken for it
-                if step > 0 and time.monotonic() - started >= 0.9 * step:
+                # found by the slice's closing check, on time (the loop was not starved), though
+                # it had been there for half the slice or more: the loop was not woken for it
+                elapsed = time.monotonic() - started
+                if step > 0 and 0.9 * step <= elapsed <= 1.5 * step:
                     age = _age(msg)
                     if age is not None and age >= 0.5 * step:
                         self.recovered += 1
+                        self.recoveries.append((name, msg.get("msg_type"), age, elapsed))
                         self.log.warning(
-                            "a %s message (%s) waited %.1f s unnoticed; read by a sliced poll",
+                            "a %s message (%s) waited %.2f s unnoticed; read by a sliced poll",
                             name,
                             msg.get("msg_type"),
                             age,
