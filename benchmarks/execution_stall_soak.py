@@ -22,6 +22,7 @@ check (``recovered``: missed wake-ups). A stalled cell would show a time after t
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
 import sys
 import tempfile
@@ -69,8 +70,20 @@ def busy_seconds(cell) -> float:
     ).total_seconds()
 
 
-def execute(nb, client: str, timeout: int, cwd: str) -> tuple[dict[int, float], list]:
+def execute(nb, indices, client: str, timeout: int, cwd: str, report) -> list:
+    """Run `nb`; call `report(run index, cells)` as each run's last cell is done."""
     finished: dict[int, float] = {}
+    last = {cells[-1]: k for k, cells in enumerate(indices)}
+    record = timed_hooks(finished)
+
+    def on_cell_executed(cell, cell_index, execute_reply) -> None:
+        record(cell, cell_index, execute_reply)
+        if cell_index in last:
+            cells = indices[last[cell_index]]
+            # the hook runs before nbclient stores the cell: read the timing from `cell` itself
+            rest = [nb.cells[i] for i in cells[:-1]]
+            report([*rest, cell], [finished[i] for i in cells], finished[cells[0] - 1])
+
     cls = SlicedNotebookClient if client == "sliced" else NotebookClient
     runner = cls(
         nb,
@@ -78,10 +91,10 @@ def execute(nb, client: str, timeout: int, cwd: str) -> tuple[dict[int, float], 
         kernel_name="python3",
         record_timing=True,
         resources={"metadata": {"path": cwd}},
-        on_cell_executed=timed_hooks(finished),
+        on_cell_executed=on_cell_executed,
     )
     runner.execute()
-    return finished, list(getattr(runner, "recoveries", []))
+    return list(getattr(runner, "recoveries", []))
 
 
 def main() -> None:
@@ -92,40 +105,38 @@ def main() -> None:
     parser.add_argument("--load", type=int, default=None, help="busy loops (default: one a core)")
     parser.add_argument("--fresh-kernel", action="store_true", help="a new kernel for each run")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up the busy loops
 
     print(
         f"{args.runs} runs of Chapter 9's explorer cells, client {args.client}, cell timeout "
         f"{args.timeout} s, {'a fresh kernel each run' if args.fresh_kernel else 'one kernel'}",
         flush=True,
     )
-    rows = []  # (run, work s, after s, wall s)
+    rows = []  # (work s, after s, wall s)
     recovered = []
+
+    def report(cells, finished, before) -> None:
+        work = sum(busy_seconds(c) for c in cells)
+        after = max(seconds_after_work(c, f) for c, f in zip(cells, finished, strict=True))
+        rows.append((work, after, finished[-1] - before))
+        print(
+            f"run {len(rows):3d}: work {work:6.2f} s, after the work {after:7.3f} s "
+            f"(worst cell), wall {rows[-1][2]:7.2f} s",
+            flush=True,
+        )
+
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as cwd, busy_load(args.load, seconds=24 * 3600) as pids:
         print(f"busy loops: {len(pids)} (pids {', '.join(map(str, pids))})", flush=True)
-        batches = [1] * args.runs if args.fresh_kernel else [args.runs]
-        run = 0
-        for batch in batches:
+        for batch in [1] * args.runs if args.fresh_kernel else [args.runs]:
             nb, indices = explorer_notebook(batch)
-            finished, found = execute(nb, args.client, args.timeout, cwd)
-            recovered += found
-            for cells in indices:
-                run += 1
-                work = sum(busy_seconds(nb.cells[i]) for i in cells)
-                after = max(seconds_after_work(nb.cells[i], finished[i]) for i in cells)
-                wall = finished[cells[-1]] - finished[cells[0] - 1]
-                rows.append((run, work, after, wall))
-                print(
-                    f"run {run:3d}: work {work:6.2f} s, after the work {after:6.3f} s "
-                    f"(worst cell), wall {wall:6.2f} s",
-                    flush=True,
-                )
-    after = [r[2] for r in rows]
+            recovered += execute(nb, indices, args.client, args.timeout, cwd, report)
+    after = [r[1] for r in rows]
     print(
         f"\n{len(rows)} runs in {time.monotonic() - started:.0f} s: time after the work max "
         f"{max(after):.3f} s, median {statistics.median(after):.3f} s "
         f"({max(after) / args.timeout:.2%} of the {args.timeout} s timeout); "
-        f"work per run {statistics.median(r[1] for r in rows):.2f} s (median); "
+        f"work per run {statistics.median(r[0] for r in rows):.2f} s (median); "
         f"missed wake-ups recovered by a slice: {len(recovered)}"
     )
     for channel, msg_type, age, took in recovered:

@@ -1,7 +1,7 @@
 """Helpers shared by tests/test_execution_stall.py and benchmarks/execution_stall_soak.py.
 
 - `busy_load`: busy-loop processes (one per core by default) that end by themselves after a
-  bounded time and are killed on exit, so a failing test leaves none behind.
+  bounded time or when their parent dies, and are killed on exit, so nothing is left behind.
 - `STRESS_CELL`: a cell that floods the client with messages (widget comm updates, display
   updates, flushed stream writes) and records its own work time.
 - `seconds_after_work`: how long the client took to move on after the kernel had finished a cell,
@@ -20,7 +20,14 @@ from collections.abc import Iterator
 
 from nbformat import NotebookNode
 
-BUSY = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+# a busy loop that ends after `seconds`, or as soon as its parent is gone (killed, not cleaned up)
+BUSY = """\
+import os, time
+parent, end = os.getppid(), time.monotonic() + {seconds}
+while time.monotonic() < end and os.getppid() == parent:
+    for _ in range(100_000):
+        pass
+"""
 
 
 @contextlib.contextmanager

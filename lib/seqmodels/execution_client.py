@@ -10,7 +10,9 @@ pyzmq checks the socket once more and finds it. That is the stall this course sa
 324 s and 329 s under myst-nb's 300 s cell timeout (its normal time is 25-30 s), and a downloaded
 copy sat 595 s under a 600 s limit, each time finishing normally once the timeout came round,
 with the kernel idle in ``epoll_wait`` the whole time. A message that ZMQ had *dropped* would
-never have been found; a ready message that nobody was woken for is found exactly then.
+never have been found; a ready message that nobody was woken for is found exactly then. The soak
+``benchmarks/execution_stall_soak.py`` reproduces it: with nbclient's own client, 3 of 20 explorer
+cells beside two busy loops waited out their whole (30 s) timeout, each for its ``execute_reply``.
 
 `SlicedWaits`, mixed into any `NotebookClient` subclass, fixes it whatever the cause:
 
