@@ -207,6 +207,47 @@ for _ in range(3000):
 print("processes started:", born)
 """
 
+# One signed IOPub message of 22 buffers of 200 MB (ZMQ caps frames, not messages).
+HUGE_MESSAGE = """
+k = get_ipython().kernel
+buffer = b"x" * 200_000_000
+k.session.send(k.iopub_socket, "display_data", {{"data": {{"text/plain": "big"}}, "metadata": {{}}}},
+               parent=k.get_parent("shell"), buffers=[buffer] * 22)
+del buffer
+"""
+
+# Every socket file of the kernel replaced by a symlink to a host path, then the IOPub socket
+# closed so that the grader connects again.
+REPLACE_SOCKETS = """
+import os, time
+for name in os.listdir("/run/kernel"):
+    if name.startswith("k-"):
+        os.unlink("/run/kernel/" + name)
+        os.symlink("{canary}", "/run/kernel/" + name)
+k = get_ipython().kernel
+socket = k.iopub_thread.socket
+k.iopub_thread.io_loop.add_callback(lambda: socket.close(linger=0))
+time.sleep(1)
+"""
+
+# As many processes as the sandbox allows, each holding as many open files as it may.
+FILL_FILE_TABLE = """
+import os, time
+for _ in range(1000):
+    try:
+        if os.fork() == 0:
+            held = []
+            try:
+                while True:
+                    held.append(os.open("/dev/null", os.O_RDONLY))
+            except OSError:
+                time.sleep(30)
+                os._exit(0)
+    except OSError:
+        break
+time.sleep(2)
+"""
+
 FLOAT16_WRONG_ADD_K = """
 def add_k_probs(counts, k):
     V = counts.shape[0]

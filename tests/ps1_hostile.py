@@ -262,7 +262,7 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
         "output truncated",
     ),
     "hostile-huge-outputs-of-every-type": (_last_cell(attacks.HUGE_OUTPUTS), 10, "truncated"),
-    "hostile-huge-error": (_last_cell(attacks.HUGE_ERROR), 10, "raised ValueError"),
+    "hostile-huge-error": (_last_cell(attacks.HUGE_ERROR), 10, "discarded unread"),
     "hostile-stderr-warnings": (
         _with(
             "bigram_counts",
@@ -324,6 +324,17 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
     "hostile-leaks-through-hooks": (_hooks, 10, "exception of its own type"),
     "hostile-memory-in-children": (_last_cell(attacks.MEMORY_IN_CHILDREN), 10, "pass"),
     "hostile-fork-bomb": (_last_cell(attacks.FORK_BOMB), 10, "pass"),
+    "hostile-one-4gb-message": (
+        _with("bigram_counts", attacks.HUGE_MESSAGE),
+        10,
+        "discarded unread",
+    ),
+    "hostile-replaces-its-sockets": (
+        _last_cell(attacks.REPLACE_SOCKETS),
+        10,
+        "replaced its socket files",
+    ),
+    "hostile-fills-the-file-table": (_last_cell(attacks.FILL_FILE_TABLE), 10, "pass"),
     "hostile-forges-grader-output": (_forges_grader_output, 0, "FAIL"),
     "hostile-markup-in-its-own-cells": (_markup_cells, 10, "pass"),
     "hostile-oversize": (_oversize, 0, "over the 20 MB limit"),

@@ -166,17 +166,21 @@ print("sent")
 """
 
 
+def run_cells(cells: list, user: str = "grader") -> dict:
+    """Run `cells` (``[code, timeout]``) in one sandboxed kernel, in a fresh grader process: as
+    this user, or as the ordinary user of `SEQMODELS_TEST_USER`. What `KERNEL` prints."""
+    script = KERNEL.replace("sys.argv[1]", repr(json.dumps(cells)))
+    if user != "grader":
+        return _as_ordinary_user(script)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.grading
 @pytest.mark.parametrize("user", ["grader", "ordinary user"])
 def test_one_huge_message_leaves_the_graders_memory_where_it_was(user):
-    cells = [[HUGE_MESSAGE, 120], ["print('next cell', 6 * 7)", 30]]
-    script = KERNEL.replace("sys.argv[1]", repr(json.dumps(cells)))
-    if user == "grader":
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-2000:]
-        result = json.loads(done.stdout.strip().splitlines()[-1])
-    else:
-        result = _as_ordinary_user(script)
+    result = run_cells([[HUGE_MESSAGE, 120], ["print('next cell', 6 * 7)", 30]], user)
     grew = result["peak_rss"] - result["idle_rss"]
     assert grew < 300 * 2**20, f"the grader grew by {grew / 2**20:.0f} MB"
     assert result["outputs"] == ["sent\n", "next cell 42\n"]
@@ -222,17 +226,13 @@ def test_socket_files_replaced_by_symlinks_reach_nothing_on_the_host(tmp_path):
     counter = threading.Thread(target=count, daemon=True)
     counter.start()
     code = REPLACE_SOCKETS.replace("HOST", repr(str(host)))
-    cells = [[code, 8], ["print('still here')", 8]]
-    script = KERNEL.replace("sys.argv[1]", repr(json.dumps(cells)))
     try:
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        result = run_cells([[code, 8], ["print('still here')", 8]])
         time.sleep(1)
     finally:
         stop.set()
         counter.join()
         listener.close()
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
     assert connections == []
     assert result["outputs"][0].startswith("answered before")  # what it said before counts
     changed = result["traffic"][0][2] + result["traffic"][1][2]

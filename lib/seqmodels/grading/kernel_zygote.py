@@ -10,7 +10,8 @@ stdout and stderr pipes. Given a listening socket too (a path in a folder only t
 can enter), it also serves the grading processes of that user that connect to it, so that the
 workers of one machine share one zygote. For each request the zygote forks a child that
 
-1. joins the cgroups of the sandbox and sets its rlimits;
+1. joins the cgroups of the sandbox and sets its rlimits (``RLIMIT_NPROC``, counted per user
+   namespace, only once inside: step 3);
 2. checks that the target (``target``) is the placeholder of the requesting grader's own sandbox
    (the child of the child of a bwrap that is the requester's child, as the socket's peer
    credentials name it; held by a pidfd until its namespaces are open) and joins all its namespaces:
@@ -174,6 +175,8 @@ def drop_privileges(request: dict) -> None:
     header, data = CapHeader(CAPABILITY_VERSION_3, 0), (CapData * 2)()
     call(libc.capset(ctypes.byref(header), data), "dropping every capability")
     call(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "setting no_new_privs")
+    for name, value in request.get("inside_rlimits", {}).items():  # counted in the sandbox now
+        resource.setrlimit(getattr(resource, name), (value, value))
     program = bytes.fromhex(request["seccomp"])
     count = len(program) // ctypes.sizeof(SockFilter)
     filters = (SockFilter * count).from_buffer_copy(program)

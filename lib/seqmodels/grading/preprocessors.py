@@ -159,12 +159,12 @@ def traffic_notes(traffic, relay) -> list[str]:
     notes = []
     if traffic.oversize:
         notes.append(
-            f"[output dropped: {traffic.oversize} message(s) from the kernel over "
+            f"[output truncated: {traffic.oversize} message(s) from the kernel over "
             f"{relay.max_message // 2**20} MB each were discarded unread]"
         )
     if traffic.over_budget:
         notes.append(
-            f"[output dropped: this cell's messages reached {relay.max_cell // 2**20} MB; "
+            f"[output truncated: this cell's messages reached {relay.max_cell // 2**20} MB; "
             f"{traffic.over_budget} more were discarded unread]"
         )
     if traffic.garbled:
@@ -189,7 +189,8 @@ class GuardedExecute(SlicedWaits, Execute):
         help="'bubblewrap': every kernel in a sandbox; 'none' (unsafe): the grader's own rights",
     ).tag(config=True)
     memory_limit_mb = Integer(4096, help="memory of the whole sandbox, MiB").tag(config=True)
-    max_processes = Integer(256, help="processes and threads in the sandbox").tag(config=True)
+    max_processes = Integer(64, help="processes and threads in the sandbox").tag(config=True)
+    open_files = Integer(256, help="open files per process in the sandbox").tag(config=True)
     cpu_cores = Float(1.0, help="CPU cores the sandbox may use at once").tag(config=True)
     scratch_mb = Integer(256, help="size of the kernel's scratch home folder, MiB").tag(config=True)
     warm_kernels = Bool(
@@ -214,6 +215,7 @@ class GuardedExecute(SlicedWaits, Execute):
         return Sandbox(
             memory_mb=self.memory_limit_mb,
             max_processes=self.max_processes,
+            open_files=self.open_files,
             cpu_cores=self.cpu_cores,
             cpu_seconds=max(self.notebook_budget, self.timeout) * 2,
             scratch_mb=self.scratch_mb,

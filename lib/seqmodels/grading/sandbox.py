@@ -17,8 +17,8 @@
   ``nbgrader_config.py`` — does not exist there, and nothing written there comes back;
 - its own network namespace (no network at all). The grader talks to it over Unix-domain sockets
   (jupyter_client's ``ipc`` transport) in ``/run/kernel``, a 1 MiB tmpfs of the sandbox's own,
-  which the grader reaches through ``/proc/<pid>/root`` of bwrap's child once it has entered the
-  sandbox's root: nothing of the grader's disk is writable;
+  only through the relay of `kernel_relay`: sockets pinned by descriptor from the sandbox's root
+  (no path the kernel controls is followed), and whole messages within bounds;
 - no descriptor of the grader: stdin is ``/dev/null``, stdout and stderr are pipes the grader
   drains, keeping a capped, escaped excerpt for its log; every other descriptor is closed;
 - a seccomp filter (built with libseccomp, `seccomp_filter`) refusing what no kernel needs: new
@@ -35,9 +35,10 @@
 - limits for the sandbox as a whole where a cgroup can be created (root on cgroup v1 or v2): memory
   (``memory.limit_in_bytes``/``memory.max``), processes (``pids.max``) and CPU (a quota of
   ``cpu_cores`` cores). Elsewhere the per-process rlimits below stand alone; `Sandbox.describe`
-  says which limits apply, and the grader logs it. Always: ``RLIMIT_AS`` (address space per
-  process), ``RLIMIT_CPU`` (CPU seconds per process), ``RLIMIT_FSIZE`` (the scratch size), no core
-  files.
+  says which limits apply, and the grader logs it. As an ordinary user, ``RLIMIT_NPROC`` set
+  inside the sandbox's user namespace, where Linux counts it per sandbox. Always: ``RLIMIT_AS``
+  (address space per process), ``RLIMIT_CPU`` (CPU seconds per process), ``RLIMIT_FSIZE`` (the
+  scratch size), ``RLIMIT_NOFILE`` (open files per process), no core files.
 """
 
 from __future__ import annotations
@@ -310,7 +311,8 @@ class Sandbox:
 
     bwrap: str = field(default_factory=lambda: os.environ.get("SEQMODELS_BWRAP", "bwrap"))
     memory_mb: int = 4096
-    max_processes: int = 256
+    max_processes: int = 64
+    open_files: int = 256
     cpu_cores: float = 1.0
     cpu_seconds: int = 600
     scratch_mb: int = 256
@@ -481,13 +483,30 @@ class Sandbox:
 
     # ------------------------------------------------------------------ limits
     def rlimit_values(self) -> dict[str, int]:
-        """Per-process limits, by `resource` name: address space, CPU seconds, file size, core."""
+        """Per-process limits, by `resource` name: address space, CPU seconds, file size, core,
+        open files (with `max_processes`, at most their product in the host's file table)."""
         return {
             "RLIMIT_AS": self.memory_mb * 2**20,
             "RLIMIT_CPU": self.cpu_seconds,
             "RLIMIT_FSIZE": self.scratch_mb * 2**20,
             "RLIMIT_CORE": 0,
+            "RLIMIT_NOFILE": self.open_files,
         }
+
+    def inside_rlimits(self) -> dict[str, int]:
+        """Limits set inside the sandbox, by its first process there. As an ordinary user,
+        ``RLIMIT_NPROC``: processes and threads are counted per user namespace (Linux 5.14 and
+        later), so per sandbox, where no cgroup can count them. As root the kernel's uid is the
+        same in every sandbox, so the cgroup's ``pids.max`` limits them instead."""
+        return {} if os.geteuid() == 0 else {"RLIMIT_NPROC": self.max_processes}
+
+    def boot(self) -> str:
+        """The command of a kernel started cold: its inside limits, the copy, then ipykernel."""
+        limits = "".join(
+            f"resource.setrlimit(resource.{name}, ({value}, {value}))\n"
+            for name, value in self.inside_rlimits().items()
+        )
+        return f"import resource\n{limits}{BOOT}"
 
     def rlimits(self) -> None:
         """Per-process limits (in the child before exec; inherited by everything it starts)."""
@@ -503,13 +522,21 @@ class Sandbox:
         if "memory" in limits:
             whole.append(f"memory {self.memory_mb} MiB")
         if "pids" in limits:
-            whole.append(f"{self.max_processes} processes")
+            whole.append(f"{self.max_processes} processes and threads")
         if "cpu" in limits:
             whole.append(f"{self.cpu_cores:g} CPU core(s)")
-        per_process = f"per process: address space {self.memory_mb} MiB, CPU {self.cpu_seconds} s"
+        per_process = (
+            f"per process: address space {self.memory_mb} MiB, CPU {self.cpu_seconds} s, "
+            f"{self.open_files} open files"
+        )
+        if self.inside_rlimits():
+            per_process += (
+                f"; {self.max_processes} processes and threads in all (RLIMIT_NPROC, counted in "
+                "the sandbox's user namespace)"
+            )
         if whole:
             return f"cgroup for the whole sandbox: {', '.join(whole)}; {per_process}"
-        return f"no writable cgroup here, so {per_process} only (not summed over processes)"
+        return f"no writable cgroup here, so {per_process} (memory not summed over processes)"
 
     def check(self) -> str:
         """Start a trivial sandbox; raise `SandboxUnavailable` saying why not; else `describe()`."""
@@ -553,11 +580,12 @@ class Sandbox:
 
 
 class CappedKernelClient(AsyncKernelClient):
-    """A kernel client whose sockets refuse any message over `max_message_bytes` (ZMQ_MAXMSGSIZE).
+    """A kernel client whose sockets refuse any frame over `max_message_bytes` (ZMQ_MAXMSGSIZE).
 
-    Outputs up to that size are read and then capped by `GuardedExecute`; a larger one is refused
-    by ZMQ before the grader holds it, which also ends that kernel's output channel: the grader
-    notes it and the later cells' results are lost (no honest notebook prints 256 MB at once).
+    A sandboxed kernel's messages reach it through the relay (`kernel_relay`), which bounds whole
+    messages and each cell's traffic far below this. An unsandboxed kernel (``--unsafe-no-sandbox``)
+    has only this cap, which ZMQ applies per frame: a larger frame is refused before the grader
+    holds it, which also ends that kernel's output channel.
     """
 
     max_message_bytes = 256 * 2**20
@@ -745,6 +773,7 @@ class SandboxedKernelManager(CappedKernelManager):
             "bwrap": self.provisioner.process.pid,
             "cgroups": [str(f) for f in (self._cgroup.folders if self._cgroup else [])],
             "rlimits": self.sandbox.rlimit_values(),
+            "inside_rlimits": self.sandbox.inside_rlimits(),
             "seccomp": (self._run / "seccomp.bpf").read_bytes().hex(),
             "uid": SANDBOX_UID,
             "gid": SANDBOX_UID,
@@ -803,7 +832,8 @@ class SandboxedKernelManager(CappedKernelManager):
             reader = str(self._grader_pipe[0])
             inner = [self.sandbox.python(), "-I", "-S", "-c", PLACEHOLDER, reader]
         else:
-            inner = [self.sandbox.python(), "-c", BOOT, "-f", CONNECTION, *(extra_arguments or [])]
+            inner = [self.sandbox.python(), "-c", self.sandbox.boot(), "-f", CONNECTION]
+            inner += extra_arguments or []
         self._seccomp = open(self._run / "seccomp.bpf", "rb")  # noqa: SIM115 - closed at launch
         submission = self._submission or self._run
         return self.sandbox.bwrap_argv(self._run, submission, inner, self._seccomp.fileno())

@@ -1,0 +1,79 @@
+"""Everything a sandbox holds is bounded: open files per process and processes in all, so that one
+submission cannot fill the host's file table; honest work (a DataLoader with worker processes)
+still runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from seqmodels.grading.sandbox import Sandbox
+from test_kernel_relay import run_cells
+
+pytestmark = pytest.mark.grading
+
+# Fork as many processes as the sandbox allows, each opening files until it may open no more, and
+# hold them all a few seconds.
+FILL_FILE_TABLE = """
+import os, signal, time
+children = []
+for _ in range(1000):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        held = []
+        try:
+            while True:
+                held.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+        time.sleep(60)
+        os._exit(0)
+    children.append(pid)
+time.sleep(4)
+print(len(children), "children", flush=True)
+for pid in children:
+    os.kill(pid, signal.SIGKILL)
+for pid in children:
+    os.waitpid(pid, 0)
+"""
+
+HONEST_DATALOADER = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+data = TensorDataset(torch.arange(64.0).reshape(32, 2), torch.arange(32))
+loader = DataLoader(data, batch_size=4, num_workers=2, persistent_workers=True)
+total = sum(float(x.sum()) for _ in range(3) for x, _ in loader)
+print("dataloader", total)
+"""
+
+
+def open_files() -> int:
+    return int(Path("/proc/sys/fs/file-nr").read_text().split()[0])
+
+
+@pytest.mark.parametrize("user", ["grader", "ordinary user"])
+def test_one_sandbox_cannot_fill_the_hosts_file_table(user):
+    before, peak, stop = open_files(), [0], threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            peak[0] = max(peak[0], open_files())
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        result = run_cells([[FILL_FILE_TABLE, 60], [HONEST_DATALOADER, 60]], user)
+    finally:
+        stop.set()
+        watcher.join()
+    children = int(result["outputs"][0].split()[0])
+    assert 0 < children < Sandbox().max_processes
+    assert peak[0] - before <= 20_000, f"the host's file table grew by {peak[0] - before:,}"
+    assert result["outputs"][1] == f"dataloader {sum(range(64)) * 3.0}\n"  # honest work runs on
