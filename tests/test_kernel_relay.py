@@ -200,7 +200,7 @@ for name in os.listdir("/run/kernel"):
         os.symlink(HOST, "/run/kernel/" + name)
 sock = k.iopub_thread.socket
 k.iopub_thread.io_loop.add_callback(lambda: sock.close(linger=0))
-time.sleep(3)
+time.sleep(2)  # the grader connects again meanwhile: every 10 ms
 """
 
 
@@ -227,7 +227,7 @@ def test_socket_files_replaced_by_symlinks_reach_nothing_on_the_host(tmp_path):
     counter.start()
     code = REPLACE_SOCKETS.replace("HOST", repr(str(host)))
     try:
-        result = run_cells([[code, 8], ["print('still here')", 8]])
+        result = run_cells([[code, 4]])
         time.sleep(1)
     finally:
         stop.set()
@@ -235,5 +235,5 @@ def test_socket_files_replaced_by_symlinks_reach_nothing_on_the_host(tmp_path):
         listener.close()
     assert connections == []
     assert result["outputs"][0].startswith("answered before")  # what it said before counts
-    changed = result["traffic"][0][2] + result["traffic"][1][2]
-    assert len(changed) >= 1 and all(name.startswith("k-") for name in changed)
+    changed = result["traffic"][0][2]
+    assert changed and all(name.startswith("k-") for name in changed), changed
