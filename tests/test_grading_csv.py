@@ -82,3 +82,43 @@ def test_grades_csv_neutralises_formulas_already_in_the_gradebook(tmp_path, monk
         assert float(row["score"]) == 0.0
         for value in row.values():
             assert not value.startswith(run.FORMULA_START) or run.NUMBER.fullmatch(value)
+
+
+def test_grades_csv_shows_the_autograded_part_the_manual_part_and_whether_it_is_graded(
+    tmp_path, monkeypatch
+):
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    monkeypatch.setattr(run, "ROOT", tmp_path)
+    monkeypatch.delenv("SEQMODELS_GRADEBOOK_URL", raising=False)
+    (tmp_path / "grading").mkdir(exist_ok=True)
+    url = f"sqlite:///{tmp_path / 'grading' / 'gradebook.db'}"
+    with Gradebook(url) as gradebook:
+        gradebook.add_assignment("ps1")
+        gradebook.add_notebook("ps1", "ps1")
+        gradebook.add_grade_cell("tests", "ps1", "ps1", max_score=6, cell_type="code")
+        gradebook.add_grade_cell("derive", "ps1", "ps1", max_score=4, cell_type="markdown")
+        for student in ("waiting", "marked", "absent"):
+            gradebook.add_student(student)
+        for student, manual in (("waiting", None), ("marked", 3.5)):
+            gradebook.add_submission("ps1", student)
+            tests = gradebook.find_grade("tests", "ps1", "ps1", student)
+            tests.auto_score, tests.needs_manual_grade = 5.0, False
+            derive = gradebook.find_grade("derive", "ps1", "ps1", student)
+            derive.manual_score, derive.needs_manual_grade = manual, manual is None
+        gradebook.db.commit()
+    run.export_csv(tmp_path / "grades.csv")
+    with open(tmp_path / "grades.csv", newline="") as f:
+        rows = {row["student_id"]: row for row in csv.DictReader(f)}
+    waiting, marked = rows["waiting"], rows["marked"]
+    assert (waiting["autograded"], waiting["manual"], waiting["manual_status"]) == (
+        "5",
+        "0",
+        "not graded yet",
+    )
+    assert (marked["autograded"], marked["manual"], marked["manual_status"]) == (
+        "5",
+        "3.5",
+        "graded",
+    )
+    assert float(marked["score"]) == 8.5
+    assert rows["absent"]["manual_status"] == ""  # no submission

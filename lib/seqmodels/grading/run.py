@@ -26,7 +26,9 @@ a LocalCluster of ``--jobs`` processes here, or the workers of a running schedul
    (``--force``: everyone).
 5. Makes any feedback a worker could not (``nbgrader generate_feedback --student``), writes a page
    with the note for students who could not be graded, and exports ``grading/grades.csv`` with
-   more columns: ``review``, ``sandbox`` (how the kernel was confined) and ``note``.
+   more columns: ``autograded`` and ``manual`` (the parts of the score), ``manual_status``
+   (``not graded yet`` until every written answer has a manual score), ``review``, ``sandbox``
+   (how the kernel was confined) and ``note``.
 """
 
 from __future__ import annotations
@@ -359,16 +361,48 @@ def held_for_review() -> dict[tuple[str, str], list[str]]:
     return {key: sorted(names) for key, names in held.items()}
 
 
+PARTS = ("autograded", "manual", "manual_status")  # columns after nbgrader's own
+
+
+def score_parts(gradebook, assignment: str, student: str) -> dict[str, str]:
+    """The submission's autograded part (code cells), manual part (written answers and tasks) and
+    whether the manual part is graded: ``graded``, ``not graded yet`` or ``none`` (no such part)."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        submission = gradebook.find_submission(assignment, student)
+    except MissingEntry:
+        return {"autograded": "", "manual": "", "manual_status": ""}
+    manual = [
+        grade
+        for notebook in submission.notebooks
+        for grade in notebook.grades
+        if grade.cell.cell_type == "markdown"  # written answers and tasks
+    ]
+    status = "none"
+    if manual:
+        waiting = any(g.needs_manual_grade or g.manual_score is None for g in manual)
+        status = "not graded yet" if waiting else "graded"
+    return {
+        "autograded": f"{submission.code_score:g}",
+        "manual": f"{submission.written_score + submission.task_score:g}",
+        "manual_status": status,
+    }
+
+
 def export_csv(csv_path: Path) -> None:
     """nbgrader's CSV export (its `CsvExportPlugin`, in this process, on the course's gradebook),
-    then the `review`, `sandbox` and `note` columns."""
+    then the `autograded`, `manual`, `manual_status`, `review`, `sandbox` and `note` columns."""
     from nbgrader.plugins import CsvExportPlugin
 
     with course_gradebook() as gradebook:
         CsvExportPlugin(to=str(csv_path)).export(gradebook)
-    with open(csv_path, newline="") as f:
-        rows = list(csv.DictReader(f))
+        with open(csv_path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        for row in rows:
+            row.update(score_parts(gradebook, row["assignment"], row["student_id"]))
     fields = list(rows[0].keys()) if rows else ["assignment", "student_id", "score"]
+    fields = [f for f in fields if f not in PARTS] + list(PARTS)
     held = held_for_review()
     for row in rows:
         status = read_status(row["assignment"], row["student_id"]) or {}
