@@ -122,3 +122,28 @@ def test_grades_csv_shows_the_autograded_part_the_manual_part_and_whether_it_is_
     )
     assert float(marked["score"]) == 8.5
     assert rows["absent"]["manual_status"] == ""  # no submission
+
+
+def test_a_roster_gives_formgrader_and_the_csv_the_students_names(tmp_path, monkeypatch):
+    """nbgrader's own roster columns; an unsafe id is refused with its line, names are kept as text."""
+    roster = tmp_path / "roster.csv"
+    roster.write_text(
+        "id,first_name,last_name,email\n"
+        "alice,Alice,Liddell,alice@uni.edu\n"
+        "=2+5,Eve,Il,\n"
+        "bob,=SUM(1),,\n"
+    )
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
+        problems = run.import_roster(gradebook, roster)
+        alice, bob = gradebook.find_student("alice"), gradebook.find_student("bob")
+        assert (alice.first_name, alice.last_name, alice.email) == (
+            "Alice",
+            "Liddell",
+            "alice@uni.edu",
+        )
+        assert bob.first_name == "=SUM(1)" and bob.last_name is None  # the CSV neutralises it
+        assert sorted(s.id for s in gradebook.students) == ["alice", "bob"]
+    assert len(problems) == 1 and "line 3" in problems[0] and "'=2+5'" in problems[0]
+    (tmp_path / "bad.csv").write_text("student,name\nalice,A\n")
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
+        assert "no 'id' column" in run.import_roster(gradebook, tmp_path / "bad.csv")[0]

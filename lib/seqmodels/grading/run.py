@@ -320,6 +320,35 @@ def course_gradebook():
     return Gradebook(coursedir.db_url, coursedir.course_id)
 
 
+ROSTER_FIELDS = ("first_name", "last_name", "email")
+
+
+def import_roster(gradebook, roster: Path) -> list[str]:
+    """Names from the course roster, a CSV with nbgrader's own columns (``id``, and any of
+    ``first_name``, ``last_name``, ``email``), into the gradebook, so that formgrader and the CSV
+    show them. Returns what was wrong with it, one line per problem; nothing is imported from a
+    file without an ``id`` column, nor a row whose id is not a safe id (`STUDENT_ID`)."""
+    try:
+        with open(roster, newline="", encoding="utf-8-sig") as f:
+            rows = list(csv.DictReader(f))
+            header = rows[0].keys() if rows else []
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        return [f"{roster} could not be read: {error}"]
+    if "id" not in header:
+        return [f"{roster} has no 'id' column (expected: id,first_name,last_name,email)"]
+    problems = []
+    for line, row in enumerate(rows, start=2):
+        student = (row.get("id") or "").strip()
+        if not STUDENT_ID.fullmatch(student):
+            problems.append(
+                f"{roster}, line {line}: {student!r} is not a student id ({STUDENT_ID_RULE})"
+            )
+            continue
+        names = {k: (row.get(k) or "").strip() or None for k in ROSTER_FIELDS if k in row}
+        gradebook.update_or_create_student(student, **names)
+    return problems
+
+
 def forget_submission(gradebook, assignment: str, student: str) -> None:
     """Make sure `student` is in the gradebook with no (partial) submission of `assignment`."""
     from nbgrader.api import MissingEntry
@@ -580,6 +609,11 @@ def main() -> int:
                 page = note_page(args.assignment, student, status["note"])
                 (folder / Path(name).with_suffix(".html")).write_text(page)
         keep_only(folder, pages)
+    roster = ROOT / "grading" / "roster.csv"
+    if roster.is_file():  # the students' names, for formgrader and the CSV
+        with course_gradebook() as gradebook:
+            for problem in import_roster(gradebook, roster):
+                print(f"roster: {problem}")
     csv_path = ROOT / "grading" / "grades.csv"
     export_csv(csv_path)
     failed = {s: r for s, r in results.items() if r != "graded"}
