@@ -163,7 +163,7 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
         "softmax_cross_entropy",
         _ESCAPES_INFERENCE_MODE,
         "test_softmax_cross_entropy",
-        "autograd::engine",
+        "torch._C._EngineBase.run_backward",
     ),
     "imports-seqmodels-rnn": (
         "rnn_forward",
@@ -175,7 +175,7 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
         "softmax_cross_entropy",
         _REBINDS_TO_AUTOGRAD,
         "test_softmax_cross_entropy",
-        "autograd::engine",
+        "torch._C._EngineBase.run_backward",
     ),
 }
 

@@ -236,7 +236,7 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
         "scaled_dot_attention",
         _FUSED_ATTENTION,
         "test_scaled_dot_attention",
-        "aten::scaled_dot_product_attention",
+        "torch._C._nn.scaled_dot_product_attention",
     ),
     "calls-rapidfuzz": (
         "phoneme_error_rate",
@@ -254,7 +254,7 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
         "scaled_dot_attention",
         _FUSED_ATTENTION_BY_DICT,
         "test_scaled_dot_attention",
-        "aten::scaled_dot_product_attention",
+        "torch._C._nn.scaled_dot_product_attention",
     ),
     "imports-seqmodels-attention": (
         "scaled_dot_attention",
@@ -278,7 +278,7 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
         "teacher_forcing",
         _LOSS_REBOUND_TO_CROSS_ENTROPY,
         "test_teacher_forcing",
-        "aten::cross_entropy_loss",
+        "torch._C._nn.cross_entropy_loss",
     ),
 }
 

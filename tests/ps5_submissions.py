@@ -283,19 +283,19 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
         "causal_attention",
         _FUSED_ATTENTION,
         "test_causal_attention",
-        "aten::scaled_dot_product_attention",
+        "torch._C._nn.scaled_dot_product_attention",
     ),
     "finds-fused-attention-in-a-module-dict": (
         "causal_attention",
         _FUSED_ATTENTION_BY_DICT,
         "test_causal_attention",
-        "aten::scaled_dot_product_attention",
+        "torch._C._nn.scaled_dot_product_attention",
     ),
     "calls-torchs-private-attention-kernel": (
         "causal_attention",
         _PRIVATE_ATTENTION,
         "test_causal_attention",
-        "aten::_scaled_dot_product_attention_math",
+        "torch._scaled_dot_product_attention_math",
     ),
     "takes-multiheadattention-from-a-transformer-layer": (
         "multi_head_attention",
@@ -331,7 +331,7 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
         "causal_attention",
         _ATTENTION_FROM_A_WRITTEN_MODULE,
         "test_causal_attention",
-        "aten::scaled_dot_product_attention",
+        "torch._C._nn.scaled_dot_product_attention",
     ),
 }
 

@@ -1,38 +1,47 @@
 """What a task may forbid (``Checker(..., forbidden=[rule names])``), and how the grader tells.
 
-The verdict on a rule comes from what ran: each case of a task with rules runs under
-`seqmodels.grading.capture.Trace` (torch's profiler for operators, ``sys.setprofile`` for the
-Python and C functions called, in every thread), and the grader matches the trace against the rules
-of `seqmodels.grading.rules` in its own process. A match — or a case without a trace, or a trace
-disturbed while it ran — holds the task for the instructor's review. The static reading of names
-(`seqmodels.grading.static_reading`) is only supporting evidence: it never flags by itself.
+The verdict on a rule comes from what ran: the grader opens a trace window
+(`seqmodels.grading.trace_window`) around the whole test cell of a task with rules — the Python and
+C functions called in every thread, TorchScript run, processes, what could hide work — and matches
+it against the rules of `seqmodels.grading.rules` in its own process. A match — or a missing, cut
+or disturbed window, or another process — holds the task for the instructor's review. The static
+reading of names (`seqmodels.grading.static_reading`) is only supporting evidence: it never flags by
+itself. The dodges that earned full points before the window (issue 27) are graded for real at the
+end (tests/ps4_dodges.py).
 """
 
+import queue
+import sys
 import textwrap
+import threading
 
 import pytest
 import torch
 from IPython.core.interactiveshell import InteractiveShell
 
-from seqmodels.grading.capture import MIME, Checker, Trace
+import ps4_dodges as dodges
+from seqmodels.grading import trace_window
+from seqmodels.grading.capture import MIME, Checker
 from seqmodels.grading.preprocessors import JudgeCaptures
 from seqmodels.grading.rules import RULES
 from seqmodels.grading.static_reading import _forbidden_names, evidence
+from seqmodels.grading.trace_window import start_window, stop_window
 
 Q = torch.randn(2, 3, 4, dtype=torch.float64)
 
 
 def _run(source: str, call: str) -> list[str]:
-    """Define the student's code in a fresh namespace, run `call` under a Trace, and return which
-    rules the trace matches (name: first match)."""
+    """Define the student's code in a fresh namespace, run `call` in a trace window, and return
+    which rules the window matches (name: first match)."""
     namespace = {"torch": torch, "Q": Q}
     exec(textwrap.dedent(source), namespace)  # noqa: S102 - test submissions of our own
-    with Trace() as trace:
+    start_window()
+    try:
         exec(call, namespace)  # noqa: S102
-    assert trace.intact
-    return sorted(
-        name for name, rule in RULES.items() if rule.matches(sorted(trace.ops), sorted(trace.calls))
-    )
+    finally:
+        record = stop_window()
+    assert record["intact"] and not record["cut"], record["disturbed"]
+    return sorted(name for name, rule in RULES.items() if rule.matches([], record["calls"]))
 
 
 SDPA_FILE = r"""
@@ -173,69 +182,71 @@ def test_honest_code_matches_no_rule(case):
 
 
 def test_a_disturbed_trace_is_reported():
-    import sys
+    start_window()
+    sys.setprofile(None)  # what code that hides its calls would do
+    record = stop_window()
+    assert not record["intact"] and "sys.setprofile was called" in record["disturbed"][0]
 
-    with Trace() as trace:
-        sys.setprofile(None)  # what code that hides its calls would do
-    assert not trace.intact
+
+def _window(**fields) -> dict:
+    return {
+        "task": "t",
+        "kind": "window",
+        "nonce": "n",
+        "ops": [],
+        "calls": ["__main__.f"],
+        "cut": False,
+        "intact": True,
+        "disturbed": [],
+        "processes": [],
+        "started": [],
+        "threads": 3,
+        **fields,
+    }
 
 
-def _records(trace: dict | None, case: str = "c1", origins: dict | None = None) -> list[dict]:
+def _records(origins: dict | None = None) -> list[dict]:
     start = {"task": "t", "kind": "start", "origins": origins or {"f": "__main__:<cell>"}}
-    record = {"task": "t", "kind": "case", "case": case, "data": ""}
-    if trace is not None:
-        record["trace"] = trace
-    return [start, record]
+    return [start, {"task": "t", "kind": "case", "case": "c1", "data": ""}]
 
 
 TASK = {"functions": ["f"], "forbidden": ["torch_attention"], "cases": ["c1"], "points": 2}
 
 
 @pytest.mark.parametrize(
-    "trace, reason",
+    "window, reason",
     [
         (
-            {"ops": ["aten::_scaled_dot_product_attention_math"], "calls": [], "intact": True},
-            "ran `aten::_scaled_dot_product_attention_math`: torch's attention",
+            _window(calls=["torch._scaled_dot_product_attention_math"]),
+            "ran `torch._scaled_dot_product_attention_math`: torch's attention",
         ),
         (
-            {
-                "ops": [],
-                "calls": ["torch.nn.functional.multi_head_attention_forward"],
-                "intact": True,
-            },
+            _window(calls=["torch.nn.functional.multi_head_attention_forward"]),
             "torch.nn.functional.multi_head_attention_forward",
         ),
-        (None, "came without a trace"),
-        ({"ops": [], "calls": [], "intact": False}, "the trace was disturbed"),
+        (None, "no trace of the test cell came back"),
+        (_window(cut=True), "reached its limit"),
+        (_window(intact=False, disturbed=["sys.settrace was called"]), "sys.settrace was called"),
+        (_window(processes=["12 python"]), "other processes were alive"),
+        (_window(started=["os.fork"]), "started another process"),
+        (_window(calls=["_posixsubprocess.fork_exec"]), "started another process"),
+        (_window(ops=["__torch__.f"]), "compiled code"),
+        (_window(calls=["torch._dynamo.eval_frame.OptimizedModule.__call__"]), "compiled code"),
     ],
 )
-def test_the_grader_holds_a_task_for_review_on_what_ran(trace, reason):
-    records = _records(trace)
-    reasons = JudgeCaptures()._reasons(TASK, records, records[1:])
+def test_the_grader_holds_a_task_for_review_on_what_ran(window, reason):
+    reasons = JudgeCaptures()._reasons(TASK, _records(), window)
     assert len(reasons) == 1 and reason in reasons[0], reasons
 
 
-def test_a_graded_call_that_starts_a_process_is_held():
-    """What a child process runs is not traced: starting one in a graded call is a reason."""
-    calls = ["__main__.f", "_posixsubprocess.fork_exec"]
-    records = _records({"ops": [], "calls": calls, "intact": True})
-    reasons = JudgeCaptures()._reasons(TASK, records, records[1:])
-    assert len(reasons) == 1 and "`_posixsubprocess.fork_exec`: another process" in reasons[0]
-
-
-def test_a_clean_trace_or_a_task_without_rules_is_not_held():
-    clean = _records(
-        {"ops": ["aten::bmm", "aten::softmax"], "calls": ["__main__.f"], "intact": True}
-    )
-    assert JudgeCaptures()._reasons(TASK, clean, clean[1:]) == []
-    bare = _records(None)
-    assert JudgeCaptures()._reasons({**TASK, "forbidden": []}, bare, bare[1:]) == []
+def test_a_clean_window_or_a_task_without_rules_is_not_held():
+    clean = _window(calls=["torch._VariableFunctionsClass.bmm", "torch.softmax", "__main__.f"])
+    assert JudgeCaptures()._reasons(TASK, _records(), clean) == []
+    assert JudgeCaptures()._reasons({**TASK, "forbidden": []}, _records(), None) == []
 
 
 def test_the_course_librarys_implementation_is_held_too():
-    records = _records({"ops": [], "calls": [], "intact": True}, origins={"f": "seqmodels.x:/x.py"})
-    reasons = JudgeCaptures()._reasons(TASK, records, records[1:])
+    reasons = JudgeCaptures()._reasons(TASK, _records({"f": "seqmodels.x:/x.py"}), _window())
     assert reasons == ["`f` is the course library's `seqmodels.x`, not the student's own"]
 
 
@@ -248,8 +259,7 @@ def test_the_checker_records_rule_names_and_refuses_unknown_ones(monkeypatch):
     assert "forbidden" not in shown[0][MIME]  # PS1's manifests stay as they were
     assert shown[1][MIME]["forbidden"] == ["autograd"]
     check.case("one", lambda: torch.ones(2) * 2)
-    trace = shown[2][MIME]["trace"]
-    assert trace["intact"] and "aten::mul" in trace["ops"]
+    assert "trace" not in shown[2][MIME]  # the grader's window traces the whole test cell
     with pytest.raises(ValueError, match="unknown rule"):
         Checker("typo", forbidden=["autograd", "torch.autograd"])
 
@@ -368,3 +378,141 @@ def test_walking_the_class_tree_to_a_forbidden_class_is_flagged():
     )
     assert _forbidden_names(source, ["MultiheadAttention", *DYNAMIC_LOOKUPS]) == ["__subclasses__"]
     assert _forbidden_names("import gc\ndef f():\n    return gc.get_objects()\n", ["gc"]) == ["gc"]
+
+
+# ------------------------------------------------------------------ the trace window itself
+
+
+def test_a_thread_started_before_the_window_is_traced():
+    """The sidestep: a worker thread started earlier does the work the graded call queues."""
+    jobs, results = queue.Queue(), queue.Queue()
+
+    def work():
+        while (job := jobs.get()) is not None:
+            results.put(job())
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    start_window()
+    jobs.put(lambda: torch.nn.functional.cross_entropy(Q[0], torch.tensor([0, 1, 2])))
+    results.get(timeout=60)
+    record = stop_window()
+    jobs.put(None)
+    worker.join()
+    assert record["intact"], record["disturbed"]
+    assert RULES["torch_losses"].matches([], record["calls"])
+
+
+def test_a_thread_started_inside_the_window_is_traced_and_one_that_skips_threading_is_noticed():
+    import _thread
+
+    start_window()
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    thread = threading.Thread(target=sdpa, args=(Q, Q, Q))
+    thread.start()
+    thread.join()
+    record = stop_window()
+    assert record["intact"], record["disturbed"]
+    assert "torch._C._nn.scaled_dot_product_attention" in record["calls"]
+    done = threading.Event()
+    start_window()
+    _thread.start_new_thread(lambda: (torch.ones(1) * 2, done.set()), ())  # no threading bootstrap
+    done.wait(10)
+    record = stop_window()
+    assert not record["intact"], record
+
+
+def test_a_window_cut_at_its_limit_says_so(monkeypatch):
+    """The cut: more distinct names than the window keeps. (The limit is lowered here to keep the
+    test quick; tests/ps4_dodges.py's CUT_PAST_THE_LIMIT goes past the real one in a kernel.)"""
+    monkeypatch.setattr(trace_window, "LIMIT", 500)
+    noise: dict = {}
+    exec("\n".join(f"def f{i}():\n    pass" for i in range(600)), noise)  # noqa: S102
+    start_window()
+    for i in range(600):
+        noise[f"f{i}"]()
+    record = stop_window()
+    assert record["cut"] and len(record["calls"]) == 500
+
+
+def test_a_trace_function_ctypes_or_a_torchscript_call_in_the_window_is_reported():
+    def tracer(frame, event, arg):
+        return None
+
+    sys.settrace(tracer)
+    try:
+        start_window()
+        record = stop_window()
+    finally:
+        sys.settrace(None)
+    assert "trace function" in record["disturbed"][0]
+    import ctypes
+
+    start_window()
+    ctypes.pythonapi.Py_GetVersion  # noqa: B018 - a ctypes lookup (dlsym), as a tamperer makes
+    record = stop_window()
+    assert any("ctypes" in reason for reason in record["disturbed"]), record["disturbed"]
+
+    def relu(x):
+        return torch.nn.functional.relu(x)
+
+    scripted = torch.jit.script(relu)  # compiled outside the window, run inside it
+    start_window()
+    scripted(Q)
+    record = stop_window()
+    assert record["ops"] and record["intact"], record
+
+
+def test_names_are_read_from_the_profilers_descriptions():
+    assert trace_window.name_of("<built-in method torch._C._nn.cross_entropy_loss>") == (
+        "torch._C._nn.cross_entropy_loss"
+    )
+    assert trace_window.name_of("<method 'run_backward' of 'torch._C._EngineBase' objects>") == (
+        "torch._C._EngineBase.run_backward"
+    )
+    assert trace_window.name_of("<built-in method __new__ of type object at 0x7f00>") == (
+        "type.__new__"
+    )
+    assert trace_window.module_of("/v/lib/python3.11/site-packages/torch/nn/functional.py") == (
+        "torch.nn.functional"
+    )
+    assert trace_window.module_of("/usr/lib/python3.11/difflib.py") == "difflib"
+    assert trace_window.module_of("/run/course/seqmodels/grading/__init__.py") == (
+        "seqmodels.grading"
+    )
+
+
+# ------------------------------------------------------------------ the dodges, graded for real
+
+# each earned PS4's teacher_forcing in full before the trace window (issue 27)
+DODGES = {
+    "cut: 2,100 fresh functions and record_function labels first": dodges.CUT,
+    "cut: more distinct names than the window keeps": dodges.CUT_PAST_THE_LIMIT,
+    "sidestepped: a worker thread started in the answer cell": dodges.SIDESTEP,
+    "precomputed: a pre_run_cell hook runs the test cell's code first": dodges.HOOK,
+    "precomputed: a trace function set in the answer cell": dodges.SETTRACE,
+    "sidestepped: a process started in the answer cell": dodges.PROCESS,
+}
+
+
+@pytest.mark.grading
+@pytest.mark.parametrize("dodge", sorted(DODGES))
+def test_every_dodge_of_a_rule_is_held_for_review(dodge):
+    points, review, text, window, _, _ = dodges.grade_teacher_forcing(DODGES[dodge])
+    assert review and points == 0, text
+    assert "held for review" in text and "13 of 13 cases passed" in text, text
+
+
+@pytest.mark.grading
+def test_threads_tqdm_a_dataloader_helpers_and_a_check_of_its_own_are_not_flagged():
+    """An honest notebook: a tqdm bar (its monitor thread alive when the window opens), a DataLoader
+    with two worker processes and a thread pool in cells of its own, a comparison with
+    F.cross_entropy in a cell of its own, and a graded function that calls 2,500 helpers and does
+    its work in the thread pool started earlier."""
+    points, review, text, window, _, other = dodges.grade_teacher_forcing(
+        dodges.HONEST, dodges.HONEST_BEFORE
+    )
+    assert "raised" not in other, other
+    assert (points, review) == (2, False), text
+    assert window["intact"] and not window["cut"] and not window["processes"]
+    assert any(name.endswith("._my_nll") for name in window["calls"])  # run by the pool's threads

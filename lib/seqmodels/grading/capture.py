@@ -9,19 +9,16 @@ so whatever student code does to ``torch``, ``builtins`` or this module changes 
 For students, a case given ``expected=`` is also checked on the spot, and `Checker.done` says
 "public checks passed — hidden checks run at grading" (or which public checks failed).
 
-A task that forbids tools (``forbidden=``, rule names of `seqmodels.grading.rules`) runs each case
-under a `Trace`, and the case's record carries what ran: torch's operators and the Python and C
-functions called. The grader, not the kernel, matches them against the rules. Like every capture,
-the trace is evidence from an untrusted kernel: it can be forged by code written to forge it, and
-the grader treats a missing or disturbed trace as a reason for review.
+A task that forbids tools (``forbidden=``, rule names of `seqmodels.grading.rules`) says so in its
+start record; the references' manifest stores the names. What ran is not traced here: the grader
+opens a trace window around the whole test cell (`seqmodels.grading.trace_window`), and matches what
+the window saw against the rules in its own process.
 """
 
 from __future__ import annotations
 
 import base64
 import numbers
-import sys
-import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 
@@ -33,8 +30,6 @@ from .compare import compare_tensor
 from .rules import rules_named
 
 MIME = "application/vnd.seqmodels.capture+json"
-#: the most names of each kind one case's trace carries (names already sent by the task are skipped)
-TRACE_LIMIT = 2000
 PUBLIC_PASSED = "public checks passed — hidden checks run at grading"
 
 
@@ -102,58 +97,14 @@ def public_problems(actual: dict[str, torch.Tensor], expected: object) -> list[s
     return [p.detail for key in sorted(want) if (p := compare_tensor(key, actual[key], want[key]))]
 
 
-class Trace:
-    """What one graded call ran: torch's operators (the autograd profiler, which records an
-    operator however it was reached) and the qualified names of the Python and C functions it
-    called (``sys.setprofile``, also in threads it starts). ``intact`` is False if either recorder
-    was replaced or stopped while the call ran."""
-
-    def __init__(self) -> None:
-        self.ops: set[str] = set()
-        self.calls: set[str] = set()
-        self.intact = True
-        self._hook = self._record  # one bound method, so sys.getprofile() can be compared with it
-
-    def _record(self, frame, event, arg) -> None:
-        if event == "call":
-            name = f"{frame.f_globals.get('__name__')}.{frame.f_code.co_qualname}"
-        elif event == "c_call":  # a builtin; a C method's __module__ is its type's
-            module = (
-                getattr(arg, "__module__", None) or type(getattr(arg, "__self__", None)).__module__
-            )
-            name = f"{module}.{getattr(arg, '__qualname__', '?')}"
-        else:
-            return
-        if len(self.calls) < 4 * TRACE_LIMIT:
-            self.calls.add(name)
-
-    def __enter__(self) -> Trace:
-        self._previous = sys.getprofile(), threading.getprofile()
-        self._profiler = torch.autograd.profiler.profile(use_kineto=False)
-        self._profiler.__enter__()
-        threading.setprofile(self._hook)
-        sys.setprofile(self._hook)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.intact = sys.getprofile() is self._hook
-        sys.setprofile(self._previous[0])
-        threading.setprofile(self._previous[1])
-        try:
-            self._profiler.__exit__(None, None, None)
-            self.ops = {event.name for event in self._profiler.function_events}
-        except Exception:  # noqa: BLE001 - a profiler stopped by the call: the trace is incomplete
-            self.intact = False
-
-
 class Checker:
     """Captures the outputs of one graded task; `case` once per input, then `done`.
 
     `functions` names the student's graded functions, so the grader can tell whether they were
     written in the notebook or taken from the course library. `forbidden` names the rules of
     `seqmodels.grading.rules` the task forbids (e.g. ``["autograd"]`` for a gradient to be derived
-    by hand): each case then runs under a `Trace`. Only the solution's run counts: the references'
-    manifest stores the names.
+    by hand): the grader then traces the whole test cell (`seqmodels.grading.trace_window`). Only
+    the solution's run counts: the references' manifest stores the names.
     """
 
     def __init__(self, task: str, functions: Sequence[str] = (), forbidden: Sequence[str] = ()):
@@ -163,7 +114,6 @@ class Checker:
         self.task, self.functions, self.forbidden = task, list(functions), sorted(forbidden)
         self.failed_public: list[str] = []
         self.n_public = 0
-        self._traced: tuple[set[str], set[str]] = (set(), set())
         start: dict[str, object] = {"task": task, "kind": "start", "origins": self._origins()}
         if forbidden:
             start["forbidden"] = self.forbidden
@@ -195,21 +145,14 @@ class Checker:
         record: dict[str, object] = {"task": self.task, "kind": "case", "case": name}
         if device is not None:
             record["device"] = torch.device(device).type
-        trace = Trace() if self.forbidden else None
         try:
-            if trace:
-                with trace:
-                    value = compute()
-            else:
-                value = compute()
+            value = compute()
             record["data"] = _encode(flatten(value))
             record["devices"] = tensor_devices(value)
         except Exception as error:  # noqa: BLE001 - the student's exception is the result
             record["error"] = f"{type(error).__name__}: {error}"
             value = None
             traceback.print_exc(limit=-3)
-        if trace:
-            record["trace"] = self._new_names(trace)
         display({MIME: record}, raw=True)
         if expected is not None:
             self.n_public += 1
@@ -223,14 +166,6 @@ class Checker:
             if problems:
                 self.failed_public.append(name)
                 print(f"✗ public check failed: {name}: " + "; ".join(problems))
-
-    def _new_names(self, trace: Trace) -> dict[str, object]:
-        """The trace's ops and calls that earlier cases of this task did not report."""
-        ops = sorted(trace.ops - self._traced[0])[:TRACE_LIMIT]
-        calls = sorted(trace.calls - self._traced[1])[:TRACE_LIMIT]
-        self._traced[0].update(ops)
-        self._traced[1].update(calls)
-        return {"ops": ops, "calls": calls, "intact": trace.intact}
 
     def done(self) -> None:
         """Tell the student how the public checks went (hidden ones are judged at grading)."""

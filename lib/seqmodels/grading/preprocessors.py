@@ -37,6 +37,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import secrets
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,15 +49,15 @@ from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbformat import NotebookNode
-from nbformat.v4 import new_output
+from nbformat.v4 import new_code_cell, new_output
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from nbgrader.utils import is_grade, is_locked, is_solution
 from traitlets import Bool, Enum, Float, Integer, List, Unicode
 
 from ..execution_client import SlicedWaits
-from . import references
-from .rules import RULES, Rule, untraced
+from . import references, trace_window
+from .rules import RULES, Rule
 from .sandbox import CappedKernelManager, Sandbox, SandboxedKernelManager
 from .static_reading import evidence
 
@@ -143,6 +144,17 @@ def hidden_packages(references_root: str, resources: dict) -> list[str]:
         return []  # no references: JudgeCaptures says so
     names = {n for task in manifest["tasks"].values() for n in task.get("forbidden", [])}
     return sorted({m for n in names if n in RULES for m in RULES[n].modules})
+
+
+def rule_cells(references_root: str, resources: dict) -> dict[str, str]:
+    """Test cell → task, of the tasks that forbid tools (each runs inside a trace window)."""
+    info = resources.get("nbgrader", {})
+    try:
+        folder = Path(references_root) / info["assignment"] / "references"
+        manifest = references.verify(folder, info["notebook"])
+    except (KeyError, OSError, ValueError, RuntimeError):
+        return {}
+    return {t["cell"]: name for name, t in manifest["tasks"].items() if t.get("forbidden")}
 
 
 def _size(content: dict) -> int:
@@ -234,6 +246,8 @@ class GuardedExecute(SlicedWaits, Execute):
 
     def preprocess(self, nb: NotebookNode, resources: dict, km=None):
         self._hidden_packages = hidden_packages(self.references_root, resources)
+        self._rule_cells = rule_cells(self.references_root, resources)
+        self._windowing = False
         limits = self._limits()
         if self.sandbox == "bubblewrap":
             self.log.info("kernel in a bubblewrap sandbox; %s", limits.describe())
@@ -264,6 +278,7 @@ class GuardedExecute(SlicedWaits, Execute):
         if relay is not None:
             relay.new_cell()
         try:
+            self._trace_window(cell, resources, index, "open")
             return super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             self._stopped = "the kernel died in an earlier cell"
@@ -277,6 +292,7 @@ class GuardedExecute(SlicedWaits, Execute):
             self._stopped = "a cell ran past its time limit and the kernel did not recover"
             note(resources, index, f"[this cell ran longer than {self.timeout} s]")
         finally:
+            self._trace_window(cell, resources, index, "close")
             if self._timed_out:
                 note(resources, index, f"[this cell ran longer than {self.timeout} s]")
             elif index not in self._idle and not self._stopped:
@@ -297,6 +313,33 @@ class GuardedExecute(SlicedWaits, Execute):
                 )
         return cell, resources
 
+    def _trace_window(self, cell: NotebookNode, resources: dict, index: int, kind: str) -> None:
+        """Open ("open") or close ("close") the trace window around a test cell whose task forbids
+        tools (`seqmodels.grading.trace_window`): a request of the grader's own, sent to the
+        kernel; the closing one's record is kept in the grader's state for `JudgeCaptures`."""
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        task = self._rule_cells.get(grade_id) if is_grade(cell) else None
+        if task is None or self._stopped:
+            return
+        if kind == "open":
+            self._nonce = secrets.token_hex(16)
+        request = new_code_cell(trace_window.request(kind, self._nonce, task))
+        test_cell, self._windowing, timed_out = self.nb.cells[index], True, self._timed_out
+        idle = index in self._idle
+        try:
+            self.execute_cell(request, index, store_history=False)
+        except (DeadKernelError, CellTimeoutError):
+            pass  # no record: JudgeCaptures holds the task for review
+        finally:
+            self.nb.cells[index], self._windowing, self._timed_out = test_cell, False, timed_out
+            if not idle:
+                self._idle.discard(index)
+        if kind == "close":
+            from .records import window_record
+
+            windows = state(resources).setdefault("windows", {})
+            windows[grade_id] = window_record(request.outputs, task, self._nonce)
+
     async def _async_handle_timeout(self, timeout: int, cell=None):
         self._timed_out = True  # known here, not from an error name the kernel could send too
         return await super()._async_handle_timeout(timeout, cell)
@@ -316,6 +359,8 @@ class GuardedExecute(SlicedWaits, Execute):
     def output(self, outs, msg, display_id, cell_index):
         """Keep an output only while the cell and the notebook are under their caps."""
         size = _size(msg.get("content", {}))
+        if self._windowing:  # the grader's own request: its record is kept apart, not in the cell
+            return super().output(outs, msg, display_id, cell_index) if size < 2**24 else None
         used = self._bytes.get(cell_index, 0)
         if (
             used + size > self.max_cell_output_bytes
@@ -397,7 +442,7 @@ class JudgeCaptures(NbGraderPreprocessor):
             else Verdict(case, False, "captured more than once, so none of the captures counts")
             for case in task["cases"]
         ]
-        reasons = self._reasons(task, records, [found[c][0] for c in task["cases"] if c in found])
+        reasons = self._reasons(task, records, grader.get("windows", {}).get(grade_id))
         passed = sum(v.passed for v in verdicts)
         points = 0.0 if reasons else round(task["points"] * passed / len(verdicts), 4)
         grader["scores"][grade_id] = (points, bool(reasons))
@@ -422,8 +467,9 @@ class JudgeCaptures(NbGraderPreprocessor):
     def _rules(task: dict) -> list[Rule]:
         return [RULES[n] for n in task.get("forbidden", []) if n in RULES]
 
-    def _reasons(self, task: dict, records: list[dict], cases: list[dict]) -> list[str]:
-        """Why the task may break its rules (empty: it does not, as far as the grader can tell)."""
+    def _reasons(self, task: dict, records: list[dict], window: dict | None) -> list[str]:
+        """Why the task may break its rules (empty: it does not, as far as the grader can tell).
+        `window` is the record of the trace window around its test cell (None: none came back)."""
         reasons = []
         start = next((r for r in records if r["kind"] == "start"), {})
         for fn, origin in sorted(start.get("origins", {}).items()):
@@ -431,27 +477,8 @@ class JudgeCaptures(NbGraderPreprocessor):
                 module = origin.split(":", 1)[0]
                 reasons.append(f"`{fn}` is the course library's `{module}`, not the student's own")
         rules = self._rules(task)
-        if not rules:
-            return reasons
-        ran: dict[str, list[str]] = {}
-        for record in cases:
-            trace = record.get("trace")
-            if trace is None:
-                reasons.append(f"case '{record['case']}' came without a trace of what it ran")
-                continue
-            if not trace["intact"]:
-                reasons.append(
-                    f"case '{record['case']}': the trace was disturbed while it ran (the "
-                    "profiler or sys.setprofile was changed)"
-                )
-            for rule in rules:
-                for match in rule.matches(trace["ops"], trace["calls"]):
-                    ran.setdefault(rule.title, []).append(match)
-            for call in untraced(trace["calls"]):
-                ran.setdefault("another process, whose calls the trace cannot see", []).append(call)
-        for title, matches in ran.items():
-            shown = ", ".join(f"`{m}`" for m in sorted(set(matches))[: self.max_evidence])
-            reasons.append(f"the graded calls ran {shown}: {title}, which this task forbids")
+        if rules:
+            reasons += trace_window.reasons(window, rules, self.max_evidence)
         return reasons
 
 

@@ -14,17 +14,19 @@ from collections.abc import Iterator
 
 from jsonschema import Draft202012Validator
 
-from .capture import MIME, TRACE_LIMIT
+from .capture import MIME
+from .trace_window import EVIDENCE, LIMIT, NAME_LENGTH
 
-_NAME = {"type": "string", "maxLength": 300}
-_NAMES = {"type": "array", "items": _NAME, "maxItems": TRACE_LIMIT}
+_NAME = {"type": "string", "maxLength": NAME_LENGTH}
+_NAMES = {"type": "array", "items": _NAME, "maxItems": LIMIT}
+_EVIDENCE = {"type": "array", "items": {"type": "string", "maxLength": 300}, "maxItems": EVIDENCE}
 SCHEMA = {
     "type": "object",
     "required": ["task", "kind"],
     "additionalProperties": False,
     "properties": {
         "task": {"type": "string", "maxLength": 100},
-        "kind": {"enum": ["start", "case", "done"]},
+        "kind": {"enum": ["start", "case", "done", "window"]},
         "case": {"type": "string", "maxLength": 500},
         "data": {"type": "string", "maxLength": 8_000_000},
         "error": {"type": "string", "maxLength": 4000},
@@ -40,15 +42,29 @@ SCHEMA = {
             "additionalProperties": {"type": "string", "maxLength": 1000},
         },
         "forbidden": {"type": "array", "items": _NAME, "maxItems": 20},
-        "trace": {
-            "type": "object",
-            "required": ["ops", "calls", "intact"],
-            "additionalProperties": False,
-            "properties": {"ops": _NAMES, "calls": _NAMES, "intact": {"type": "boolean"}},
-        },
+        # a trace window's record (`seqmodels.grading.trace_window`), which the grader requests
+        "nonce": {"type": "string", "maxLength": 64},
+        "ops": _NAMES,
+        "calls": _NAMES,
+        "cut": {"type": "boolean"},
+        "intact": {"type": "boolean"},
+        "disturbed": _EVIDENCE,
+        "processes": _EVIDENCE,
+        "started": _EVIDENCE,
+        "threads": {"type": "integer", "minimum": 0},
     },
 }
 _VALIDATOR = Draft202012Validator(SCHEMA)
+WINDOW = ["nonce", "ops", "calls", "cut", "intact", "disturbed", "processes", "started", "threads"]
+
+
+def window_record(outputs: list, task: str, nonce: str) -> dict | None:
+    """The trace window's record among the outputs of the grader's closing request: valid, of
+    `task`, with every field, and opened by the grader's own `nonce`; None if there is none."""
+    for record in capture_records(outputs, task):
+        if record["kind"] == "window" and all(k in record for k in WINDOW):
+            return record if record["nonce"] == nonce else None
+    return None
 
 
 def capture_records(outputs: list, task: str | None = None) -> Iterator[dict]:

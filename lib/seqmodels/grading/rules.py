@@ -5,17 +5,20 @@ solution's run stores the names in the references' manifest, and the grader read
 from this module in its own process, so nothing a kernel does can change them.
 
 Each rule has
-- ``ops``: glob patterns over the operators torch's profiler records while a graded call runs
-  (``aten::lstm``, ``autograd::engine::evaluate_function: ...``), however they were reached;
-- ``calls``: glob patterns over the qualified names of the Python and C functions the call ran
-  (``torch.nn.functional.multi_head_attention_forward``, ``rapidfuzz.*``), in any thread it starts;
+- ``ops``: glob patterns over torch's operators (``aten::lstm``); the grader's trace window
+  (`seqmodels.grading.trace_window`) sees an operator through the C function Python reaches it by,
+  so each ``aten::X`` also matches the calls ``torch.X``, ``torch._ops.aten.X``,
+  ``torch._C._nn.X`` and ``torch._VariableFunctionsClass.X`` (`Rule.call_patterns`);
+- ``calls``: glob patterns over the qualified names of the Python and C functions run while the
+  test cell ran (``torch.nn.functional.multi_head_attention_forward``, ``rapidfuzz.*``), in every
+  thread;
 - ``modules``: third-party modules that the grading sandbox of a problem set using the rule does not
   contain at all, so importing them fails however it is done;
 - ``names``: words whose appearance in the graded function's code is shown to the instructor as
   supporting evidence when a task is flagged. Names alone never flag: an honest student may name a
   variable ``cross_entropy`` or compare their work with the built-in in a check cell of their own.
 
-A graded call whose trace matches a rule is flagged for the instructor's review (nbgrader's
+A test cell whose trace window matches a rule is flagged for the instructor's review (nbgrader's
 ``needs_manual_grade``), with its points withheld until then; see ``solutions/README.md``.
 """
 
@@ -35,10 +38,23 @@ class Rule:
     modules: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
 
+    def call_patterns(self) -> tuple[str, ...]:
+        """`calls` and, for each ``aten::`` operator in `ops`, the names of the C functions through
+        which Python reaches it (``aten::lstm*`` → ``torch.lstm*``, ``torch._ops.aten.lstm*``,
+        ``torch._C._nn.lstm*``, ``torch._VariableFunctionsClass.lstm*``)."""
+        derived = [
+            f"{prefix}.{op.removeprefix('aten::')}"
+            for op in self.ops
+            if op.startswith("aten::")
+            for prefix in ("torch", "torch._ops.aten", "torch._C._nn", _VF)
+        ]
+        return (*self.calls, *derived)
+
     def matches(self, ops: list[str], calls: list[str]) -> list[str]:
         """The traced ops and calls that this rule forbids, in order."""
+        patterns = self.call_patterns()
         return [op for op in ops if any(fnmatchcase(op, p) for p in self.ops)] + [
-            call for call in calls if any(fnmatchcase(call, p) for p in self.calls)
+            call for call in calls if any(fnmatchcase(call, p) for p in patterns)
         ]
 
 
@@ -157,7 +173,7 @@ UNTRACED = (
     "posix.exec*",
     "posix.posix_spawn*",
     "_posixsubprocess.fork_exec",
-    "multiprocessing.*",
+    "multiprocessing.popen_*",  # a process started (multiprocessing's logging names are not)
     "concurrent.futures.process.*",
 )
 
@@ -165,6 +181,20 @@ UNTRACED = (
 def untraced(calls: list[str]) -> list[str]:
     """The calls in `calls` that start another process."""
     return [c for c in calls if any(fnmatchcase(c, p) for p in UNTRACED)]
+
+
+#: calls that run compiled code, whose operators do not pass through Python (``torch.compile``'s
+#: frames, TorchScript modules): a task with rules whose test cell runs one is held for review
+OPAQUE = (
+    "torch._dynamo.eval_frame.*",
+    "torch.jit._script.RecursiveScriptModule.*",
+    "torch.jit._script.ScriptModule.*",
+)
+
+
+def opaque(calls: list[str]) -> list[str]:
+    """The calls in `calls` that run compiled code."""
+    return [c for c in calls if any(fnmatchcase(c, p) for p in OPAQUE)]
 
 
 def rules_named(names: list[str]) -> list[Rule]:
