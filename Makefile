@@ -5,6 +5,8 @@
 #   make grade PS=ps1  grade every submission under grading/submitted/ on Dask workers (a local cluster,
 #                      or SCHEDULER=tcp://host:8786; each kernel in a bubblewrap
 #                      sandbox), then feedback and grades CSV; FLAGS="--jobs 4 --force ..." passes options
+#   make release       what students get, in _build/release: the site, a student repository (one
+#                      commit, from an allow-list) and its archive, searched for every secret
 # The first use creates .venv and installs requirements.txt (exact pins, ends with `-e .`).
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -16,7 +18,13 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 PROBLEM_SETS := $(notdir $(patsubst %/,%,$(dir $(wildcard solutions/*/*.ipynb))))
 
-.PHONY: venv book test lint pytest site-test clean assignments grade
+# `make book` succeeded after the last change to any of these (`make release` reuses that build)
+BOOK_BUILT  := _build/.book-built
+BOOK_INPUTS := _config.yml _toc.yml requirements.txt $(shell find book lib assignments -type f \
+  -not -path 'book/_generated/*' -not -path '*/__pycache__/*' -not -path '*.egg-info/*' \
+  -not -path '*/.ipynb_checkpoints/*' 2>/dev/null)
+
+.PHONY: venv book test lint pytest site-test clean assignments grade release
 
 venv: $(STAMP)
 
@@ -36,6 +44,7 @@ book: $(STAMP)
 	  for log in $$(find _build/html/reports -name '*.err.log' 2>/dev/null); do \
 	    echo "  chapter failed to execute: $${log#_build/html/reports/}  (traceback in $$log)"; \
 	  done | sed 's/\.err\.log  (/.md  (/'; exit 1; }
+	@touch $(BOOK_BUILT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check lib tests benchmarks book/_ext nbgrader_config.py
@@ -61,6 +70,14 @@ assignments: $(STAMP)
 grade: $(STAMP)
 	@test -n "$(PS)" || { echo "usage: make grade PS=ps1 (one of: $(PROBLEM_SETS))"; exit 2; }
 	$(BIN)/python -m seqmodels.grading.run $(PS) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(FLAGS)
+
+# The student release of the committed course (HEAD; FLAGS=--allow-dirty to release HEAD from a tree
+# with changes): the book is rebuilt only if an input changed since the last successful build.
+$(BOOK_BUILT): $(BOOK_INPUTS) $(STAMP)
+	@$(MAKE) --no-print-directory book
+
+release: $(BOOK_BUILT)
+	$(BIN)/python -m seqmodels.grading.release build $(FLAGS)
 
 clean:
 	rm -rf _build book/_generated

@@ -56,6 +56,14 @@ c.CourseDirectory.ignore = [
     "references",
     "README.md",
 ]
+# Submissions from an LMS: its download (zip or tar.gz archives, or the notebooks themselves) goes in
+# grading/downloaded/<ps>/archive/; `nbgrader zip_collect <ps>` copies each <student>/<ps>.ipynb or
+# <student>_<ps>.ipynb found there (in any folder or archive) to grading/submitted/<student>/<ps>/.
+# <student> is a safe id (as `make grade` requires); nbgrader matches the extracted file's whole path.
+c.ZipCollectApp.downloaded_directory = "grading/downloaded"
+c.FileNameCollectorPlugin.named_regexp = (
+    r".*/(?P<student_id>[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,99})[/_](?P<file_id>ps[0-9]+\.ipynb)$"
+)
 GRADING.mkdir(exist_ok=True)
 c.CourseDirectory.db_url = os.environ.get(
     "SEQMODELS_GRADEBOOK_URL", f"sqlite:///{GRADING / 'gradebook.db'}?timeout=60"

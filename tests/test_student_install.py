@@ -1,16 +1,18 @@
 """The student path, for real: a fresh virtual environment with nothing but what the "Problem sets"
 page and README tell a student to type —
 
+    git clone https://github.com/seqmodels-course/sequence-models-nlp.git
     pip install torch==2.13.0
     pip install "./sequence-models-nlp[student]"
 
-— runs the released Problem Set 1 (assignments/, never solutions/) in its own kernel: with the
-solution's answers filled in every public check passes; the blank release fails each test cell with
-its readable message. Takes a minute or two (the torch wheel is installed from pip's local wheels).
+— where the clone is of the student repository that `make release` builds from this commit
+(`seqmodels.grading.release`: no solutions, no grader modules), runs the released Problem Set 1 of
+that clone in its own kernel: with the solution's answers filled in every public check passes; the
+blank release fails each test cell with its readable message. Takes a minute or two (the torch
+wheel is installed from pip's local wheels).
 """
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,14 +21,16 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from seqmodels.grading.release import NAME, build_repository
+
 sys.path.insert(0, str(Path(__file__).parent))
 from ps1_submissions import fill, solution_answers  # noqa: E402
 
 pytestmark = pytest.mark.student
 
 ROOT = Path(__file__).resolve().parents[1]
-RELEASE = ROOT / "assignments" / "ps1" / "ps1.ipynb"
 SOURCE = ROOT / "solutions" / "ps1" / "ps1.ipynb"
+URL = "https://github.com/seqmodels-course/sequence-models-nlp.git"  # the student repository
 PASSED = "public checks passed — hidden checks run at grading"
 KERNEL = "seqmodels-student"
 
@@ -37,17 +41,32 @@ def run(*command, **kw) -> subprocess.CompletedProcess:
     return result
 
 
+def test_the_readme_gives_these_commands():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### For students", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in section.strip().splitlines()]
+    assert commands == [
+        f"git clone {URL}",
+        "python3.11 -m venv ~/seqmodels-env",
+        "source ~/seqmodels-env/bin/activate",
+        "pip install torch==2.13.0",
+        f'pip install "./{NAME}[student]"',
+        f"jupyter lab {NAME}/assignments/ps1/ps1.ipynb",
+    ]
+
+
 @pytest.fixture(scope="module")
 def student_kernel(tmp_path_factory):
-    """A venv with only the student install, and a kernelspec for it in a private JUPYTER_PATH."""
+    """A venv with only the student install from a clone of the student repository, and a
+    kernelspec for it in a private JUPYTER_PATH. Returns (JUPYTER_PATH, the clone)."""
     base = tmp_path_factory.mktemp("student")
-    course = base / "sequence-models-nlp"  # what `git clone` gives: the library's sources
-    course.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, course)
-    shutil.copytree(ROOT / "lib", course / "lib", ignore=shutil.ignore_patterns("*.egg-info"))
-    env = base / "seqmodels-env"
+    published = tmp_path_factory.mktemp("published") / NAME  # what the instructor pushes to URL
+    build_repository(published)
     clean = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    run("git", "clone", "-q", str(published), env=clean, cwd=base)  # `git clone URL`
+    course = base / NAME
+    assert not (course / "solutions").exists() and not (course / "tests").exists()
+    env = base / "seqmodels-env"
     run(sys.executable, "-m", "venv", str(env), env=clean)
     pip = [str(env / "bin" / "python"), "-m", "pip", "install", "--no-input", "-q"]
     run(*pip, "torch==2.13.0", env=clean, cwd=base, timeout=600)
@@ -65,7 +84,7 @@ def student_kernel(tmp_path_factory):
     assert absent == "[]", f"the student environment has book/grading packages: {absent}"
     jupyter = base / "jupyter"
     run(python, "-m", "ipykernel", "install", "--prefix", str(jupyter), "--name", KERNEL, env=clean)
-    return jupyter / "share" / "jupyter"
+    return jupyter / "share" / "jupyter", course
 
 
 def execute(notebook, jupyter_path: Path, folder: Path, monkeypatch, allow_errors: bool):
@@ -104,10 +123,11 @@ def text_of(cell) -> str:
 
 
 def test_the_solution_passes_every_public_check(student_kernel, tmp_path, monkeypatch):
-    release = nbformat.read(RELEASE, as_version=4)
+    jupyter, course = student_kernel
+    release = nbformat.read(course / "assignments" / "ps1" / "ps1.ipynb", as_version=4)
     answers = solution_answers(nbformat.read(SOURCE, as_version=4))
     notebook = fill(release, answers)
-    execute(notebook, student_kernel, tmp_path, monkeypatch, allow_errors=False)
+    execute(notebook, jupyter, tmp_path, monkeypatch, allow_errors=False)
     cells = graded_cells(notebook)
     assert len(cells) >= 4
     for cell in cells:
@@ -115,8 +135,9 @@ def test_the_solution_passes_every_public_check(student_kernel, tmp_path, monkey
 
 
 def test_the_blank_release_fails_each_test_cell_readably(student_kernel, tmp_path, monkeypatch):
-    notebook = nbformat.read(RELEASE, as_version=4)
-    execute(notebook, student_kernel, tmp_path, monkeypatch, allow_errors=True)
+    jupyter, course = student_kernel
+    notebook = nbformat.read(course / "assignments" / "ps1" / "ps1.ipynb", as_version=4)
+    execute(notebook, jupyter, tmp_path, monkeypatch, allow_errors=True)
     cells = graded_cells(notebook)
     assert len(cells) >= 4
     for cell in cells:
