@@ -12,7 +12,9 @@ A helper for tests/test_grading_forbidden.py (not a test module itself). Each do
   the forbidden loss, and the graded function looks the results up;
 - `SETTRACE`: a trace function set in the answer cell computes the loss when the graded function is
   called (code a trace function runs is invisible to profilers);
-- `PROCESS`: a process started in the answer cell computes it.
+- `PROCESS`: a process started in the answer cell computes it;
+- `REOPEN`: a ``pre_run_cell`` hook closes the grader's window and opens another with the nonce
+  the opening request carried (work between the two would go untraced).
 """
 
 from __future__ import annotations
@@ -151,6 +153,27 @@ sys.settrace(_tracer)
 
 def masked_token_nll(logits, targets, mask):
     return _stash.pop()
+"""
+)
+REOPEN = (
+    HOOK
+    + """
+
+from seqmodels.grading import trace_window as _tw
+
+get_ipython().events.unregister("pre_run_cell", _precompute)
+
+
+def _reopen(info):
+    window = _tw._window
+    if window is None or "masked_token_nll" not in (info.raw_cell or ""):
+        return _precompute(info)
+    _tw.stop_window()  # the grader's window, closed by the notebook
+    _precompute(info)  # untraced
+    _tw.start_window(window.nonce)  # the nonce its opening request carried
+
+
+get_ipython().events.register("pre_run_cell", _reopen)
 """
 )
 PROCESS = (

@@ -492,6 +492,7 @@ DODGES = {
     "precomputed: a pre_run_cell hook runs the test cell's code first": dodges.HOOK,
     "precomputed: a trace function set in the answer cell": dodges.SETTRACE,
     "sidestepped: a process started in the answer cell": dodges.PROCESS,
+    "reopened: a hook closes the grader's window, precomputes, opens another": dodges.REOPEN,
 }
 
 

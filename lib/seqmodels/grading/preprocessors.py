@@ -248,6 +248,7 @@ class GuardedExecute(SlicedWaits, Execute):
         self._hidden_packages = hidden_packages(self.references_root, resources)
         self._rule_cells = rule_cells(self.references_root, resources)
         self._windowing = False
+        self._windows_opened = 0
         limits = self._limits()
         if self.sandbox == "bubblewrap":
             self.log.info("kernel in a bubblewrap sandbox; %s", limits.describe())
@@ -323,6 +324,7 @@ class GuardedExecute(SlicedWaits, Execute):
             return
         if kind == "open":
             self._nonce = secrets.token_hex(16)
+            self._windows_opened += 1
         request = new_code_cell(trace_window.request(kind, self._nonce, task))
         test_cell, self._windowing, timed_out = self.nb.cells[index], True, self._timed_out
         idle = index in self._idle
@@ -337,8 +339,11 @@ class GuardedExecute(SlicedWaits, Execute):
         if kind == "close":
             from .records import window_record
 
-            windows = state(resources).setdefault("windows", {})
-            windows[grade_id] = window_record(request.outputs, task, self._nonce)
+            record = window_record(request.outputs, task, self._nonce)
+            if record is not None and record["opened"] != self._windows_opened:
+                why = "the notebook closed the window and opened another itself"
+                record = {**record, "intact": False, "disturbed": [why, *record["disturbed"]]}
+            state(resources).setdefault("windows", {})[grade_id] = record
 
     async def _async_handle_timeout(self, timeout: int, cell=None):
         self._timed_out = True  # known here, not from an error name the kernel could send too

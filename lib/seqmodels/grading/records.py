@@ -44,6 +44,7 @@ SCHEMA = {
         "forbidden": {"type": "array", "items": _NAME, "maxItems": 20},
         # a trace window's record (`seqmodels.grading.trace_window`), which the grader requests
         "nonce": {"type": "string", "maxLength": 64},
+        "opened": {"type": "integer", "minimum": 0},
         "ops": _NAMES,
         "calls": _NAMES,
         "cut": {"type": "boolean"},
@@ -55,7 +56,18 @@ SCHEMA = {
     },
 }
 _VALIDATOR = Draft202012Validator(SCHEMA)
-WINDOW = ["nonce", "ops", "calls", "cut", "intact", "disturbed", "processes", "started", "threads"]
+WINDOW = [
+    "nonce",
+    "opened",
+    "ops",
+    "calls",
+    "cut",
+    "intact",
+    "disturbed",
+    "processes",
+    "started",
+    "threads",
+]
 
 
 def window_record(outputs: list, task: str, nonce: str) -> dict | None:

@@ -58,6 +58,7 @@ PROCESS_EVENTS = (
 )
 
 _window: _Window | None = None
+_opened = 0  # windows this process has opened
 _audit_installed = False
 _ours = threading.local()  # .busy: the window's own calls (its profilers, its ctypes)
 _BOOTSTRAP = threading.Thread._bootstrap_inner.__code__
@@ -360,6 +361,7 @@ class _Window:
         cut = len(calls) > LIMIT or len(ops) > LIMIT
         return {
             "nonce": self.nonce,
+            "opened": _opened,
             "ops": sorted(ops)[:LIMIT],
             "calls": sorted(calls)[:LIMIT],
             "cut": cut,
@@ -416,10 +418,13 @@ def _install_audit_hook() -> None:
 
 
 def start_window(nonce: str = "") -> _Window:
-    """Open a window in this process (the kernel's, or a test's)."""
-    global _window
+    """Open a window in this process (the kernel's, or a test's). Every record says how many
+    windows the process has opened: the grader knows how many it asked for, so a window the
+    notebook closed and opened again itself (with the nonce its hooks can read) shows."""
+    global _window, _opened
     if _window is not None and not _window.closed:
         _window.stop()
+    _opened += 1
     _window = _Window(nonce)
     _window.start()
     return _window
@@ -432,6 +437,7 @@ def stop_window() -> dict:
     if window is None or window.closed:
         return {
             "nonce": "",
+            "opened": _opened,
             "ops": [],
             "calls": [],
             "cut": False,
