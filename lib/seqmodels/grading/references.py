@@ -48,7 +48,6 @@ def build(
 
     from .compare import decode
     from .records import capture_records
-    from .rules import rules_named
 
     notebook = nbformat.read(solution, as_version=4)
     executed = copy.deepcopy(notebook)
@@ -79,17 +78,6 @@ def build(
                 entry["forbidden"] = sorted(record["forbidden"])
             if record["kind"] != "case":
                 continue
-            trace = record.get("trace", {})
-            broken = [
-                match
-                for rule in rules_named(entry.get("forbidden", []))
-                for match in rule.matches(trace.get("ops", []), trace.get("calls", []))
-            ]
-            if broken or not trace.get("intact", True):
-                raise RuntimeError(
-                    f"the solution's case {record['case']!r} of {task} runs what its task forbids: "
-                    f"{broken[:5] or 'a disturbed trace'}"
-                )
             if "error" in record:
                 raise RuntimeError(
                     f"the solution failed case {record['case']!r} of {task}: {record['error']}"

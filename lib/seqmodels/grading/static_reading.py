@@ -3,7 +3,7 @@
 Which words of a task's rules (and which run-time look-ups) the cells that define a graded function,
 and the helper cells they use, contain. A reading of names fails both ways — an honest student may
 name a variable ``cross_entropy``, and a cheat can build any name at run time — so it never flags a
-task by itself: the grader flags on what ran (`seqmodels.grading.capture.Trace`), and shows this
+task by itself: the grader flags on what ran (`seqmodels.grading.trace_window`), and shows this
 reading beside it to the instructor who reviews the task.
 """
 
