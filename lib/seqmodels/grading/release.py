@@ -54,6 +54,7 @@ ALLOW = [
 INSTRUCTOR_ONLY = [
     "seqmodels.grading.cluster",
     "seqmodels.grading.kernel_forks",
+    "seqmodels.grading.kernel_relay",
     "seqmodels.grading.kernel_zygote",
     "seqmodels.grading.preprocessors",
     "seqmodels.grading.references",

@@ -73,11 +73,15 @@ from .kernel_relay import KernelSockets, Relay
 SANDBOX_UID = 65534  # "nobody"
 # the grader's own machinery never enters a kernel
 GRADER_ONLY = [
+    "seqmodels.grading.after_deadline",
     "seqmodels.grading.cluster",
     "seqmodels.grading.kernel_forks",
+    "seqmodels.grading.kernel_relay",
     "seqmodels.grading.kernel_zygote",
+    "seqmodels.grading.leaks",
     "seqmodels.grading.preprocessors",
     "seqmodels.grading.references",
+    "seqmodels.grading.release",
     "seqmodels.grading.run",
     "seqmodels.grading.sandbox",
     "seqmodels.grading.worker",
