@@ -145,20 +145,17 @@ def _generate(app: Sphinx) -> None:
         notebook = notebooks[0]
         tasks, points = _tasks(notebook)
         in_repository = f"{repository_folder(app)}/assignments/{ps}/{notebook.name}"
-        run = student_commands(app, f"jupyter lab {in_repository}")
         sections.append(
             f"""\
 ## {_title(notebook)}
 
 - **Covers:** {"; ".join(chapters)}.
 - **Notebook:** {{download}}`{notebook.name} <_generated/problem_sets/{ps}/{notebook.name}>` — {tasks} tasks,
-  {points:g} points. The same file is `assignments/{ps}/{notebook.name}` in the course
-  repository, which the commands below open.
-- **Run it.** The first five commands are needed once: the same environment runs every chapter and
-  every problem set.
+  {points:g} points. The same file is `{in_repository}` in the course repository you cloned.
+- **Open it** in the folder you saved it to, with the environment set up above active:
 
 ```bash
-{run}
+jupyter lab {notebook.name}
 ```
 
 Run all cells (*Kernel → Restart Kernel and Run All Cells*). Each test cell prints
@@ -166,7 +163,17 @@ Run all cells (*Kernel → Restart Kernel and Run All Cells*). Each test cell pr
 failed; until you write a function, its test cell says so with `NotImplementedError`.
 """
         )
-    body = "\n".join(sections) if sections else "No problem set is released yet.\n"
+    setup = student_commands(app, "").rstrip()
+    first = f"""\
+## Set up once
+
+These commands make the one environment that runs every chapter and every problem set:
+
+```bash
+{setup}
+```
+"""
+    body = "\n".join([first, *sections]) if sections else "No problem set is released yet.\n"
     _write_if_changed(srcdir / "book" / "_generated" / "problem_sets.md", body)
     logger.info(f"[problem_sets] {len(sections)} problem set(s): {', '.join(released)}")
 
