@@ -317,10 +317,14 @@ class Relay:
                 if key.fileobj == self._wake_read:
                     return
                 sock = key.fileobj
-                if sock in self.listeners:
-                    self._accept(sock)
-                elif sock in self.links:
-                    self._service(self.links[sock], sock, events)
+                try:
+                    if sock in self.listeners:
+                        self._accept(sock)
+                    elif sock in self.links:
+                        self._service(self.links[sock], sock, events)
+                except Exception:  # noqa: BLE001 - one broken connection never ends the relay
+                    if sock in self.links:
+                        self._drop(self.links[sock])
 
     def _accept(self, listener: socket.socket) -> None:
         name = self.listeners[listener]
