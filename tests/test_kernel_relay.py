@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from seqmodels.grading.kernel_relay import SMALL, MessageReader, ProtocolError
+from seqmodels.grading.kernel_relay import MAX_FRAMES, SMALL, MessageReader, ProtocolError
 from test_sandbox import _as_ordinary_user
 
 GREETING = b"\xff" + b"\x00" * 8 + b"\x7f" + bytes([3, 1]) + b"NULL" + b"\x00" * 16 + b"\x00" * 32
@@ -98,6 +98,22 @@ def test_a_huge_frame_is_read_through_without_being_held():
         assert reader.feed(chunk) == []
         assert len(reader.buffer) == 0
     tail = message(b"end")
+    assert b"".join(reader.feed(memoryview(frame(b"") + tail))) == tail
+    assert limits.counts["oversize"] == 1
+
+
+def test_a_message_of_millions_of_empty_frames_is_discarded_not_held():
+    """Two bytes a frame stay under the byte cap, but each frame would become an object of its own
+    in the grader's ZMQ: past `MAX_FRAMES` the message is discarded, and the reader holds its bytes
+    in one buffer, never a list of frames."""
+    limits = Limits(max_message=16 * 2**20)
+    reader = MessageReader(limits)
+    assert reader.feed(memoryview(GREETING)) == [GREETING]
+    empty = frame(b"", more=True)
+    for _ in range(20):
+        assert reader.feed(memoryview(empty * 100_000)) == []
+        assert len(reader.message) <= 2 * MAX_FRAMES
+    tail = message(b"next")
     assert b"".join(reader.feed(memoryview(frame(b"") + tail))) == tail
     assert limits.counts["oversize"] == 1
 

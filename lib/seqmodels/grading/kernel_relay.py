@@ -12,12 +12,13 @@ keeps talking to the sockets it found, and records that the files were changed.
 
 **Bounded messages.** From the kernel to the grader, the relay reads ZMTP 3 (ZMQ's framing: a
 64-byte greeting, then frames, each a flags byte, a 1- or 8-byte length and a body) and forwards
-whole messages only. A message whose frames add up to more than `max_message` bytes is discarded
-as it arrives, never held; once a cell's messages have used `max_cell` bytes, its later messages
-are discarded too, except small ones (`SMALL`: the status and the reply that end a cell). The
-relay reads from the kernel only while the grader has taken what it sent before, so at most one
-message waits in it. Counts of what was discarded are kept per cell, for the grader's notes.
-Everything the grader sends to the kernel passes through unchanged.
+whole messages only. A message whose frames add up to more than `max_message` bytes, or that has
+more than `MAX_FRAMES` frames, is discarded as it arrives, never held; once a cell's messages have
+used `max_cell` bytes, its later messages are discarded too, except small ones (`SMALL`: the
+status and the reply that end a cell). The relay reads from the kernel only while the grader has
+taken what it sent before, so at most one message waits in it. Counts of what was discarded are
+kept per cell, for the grader's notes. Everything the grader sends to the kernel passes through
+unchanged.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 SMALL = 64 * 2**10  # a message this small always passes (status, execute_reply, a PING)
 CHUNK = 2**20  # bytes read at a time
 GREETING = 64  # ZMTP 3's greeting
+MAX_FRAMES = 1024  # frames of one message (a Jupyter message has a dozen or so, with buffers)
 TO_KERNEL_LIMIT = 2**20  # the grader's bytes waiting for the kernel before reading pauses
 
 
@@ -120,7 +122,8 @@ class MessageReader:
         self.relay = relay
         self.buffer = bytearray()
         self.greeted = 0  # greeting bytes seen
-        self.frames: list[bytes] = []  # the message in progress
+        self.message = bytearray()  # the message in progress, frames with their headers
+        self.frames = 0  # frames in it
         self.size = 0
         self.skip = 0  # bytes of a discarded frame still to read
         self.skipping = False  # discarding the rest of a message
@@ -179,19 +182,21 @@ class MessageReader:
                 raise ProtocolError(f"a command of {size:,} bytes")
             if len(buffer) < head + size:
                 return False
-            unit = bytes(buffer[: head + size])
+            if self.frames:  # between a message's frames: it goes with the message
+                self.message += buffer[: head + size]
+            else:
+                out.append(bytes(buffer[: head + size]))
             del buffer[: head + size]
-            (self.frames.append(unit) if self.frames else out.append(unit))
             return True
         total = self.size + head + size
-        if not self.skipping and total > self.relay.max_message:
+        if not self.skipping and (total > self.relay.max_message or self.frames >= MAX_FRAMES):
             self.relay.count("oversize")
             self.skipping = True
         elif not self.skipping and total > SMALL and not self.relay.within_budget(total):
             self.relay.count("over_budget")
             self.skipping = True
         if self.skipping:
-            self.frames, self.size = [], 0
+            self.message, self.frames, self.size = bytearray(), 0, 0
             del buffer[:head]
             self.skip, self.last = size, not more
             if not size:
@@ -199,13 +204,14 @@ class MessageReader:
             return True
         if len(buffer) < head + size:
             return False
-        self.frames.append(bytes(buffer[: head + size]))
+        self.message += buffer[: head + size]
+        self.frames += 1
         del buffer[: head + size]
         self.size = total
         if not more:
-            out.append(b"".join(self.frames))
+            out.append(bytes(self.message))
             self.relay.spend(self.size)
-            self.frames, self.size = [], 0
+            self.message, self.frames, self.size = bytearray(), 0, 0
         return True
 
 
