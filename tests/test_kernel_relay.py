@@ -164,6 +164,7 @@ async def main(cells):
             result["outputs"].append("".join(out))
             result["traffic"].append([traffic.oversize, traffic.over_budget, sorted(traffic.changed)])
         result["peak_rss"] = status("VmHWM")
+        result["kernel_memory_exceeded"] = km.kernel_memory_exceeded
         kc.stop_channels()
         await km.shutdown_kernel(now=True)
     print(json.dumps(result))

@@ -4,13 +4,14 @@ still runs."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from seqmodels.grading.sandbox import Sandbox
+from seqmodels.grading.sandbox import Sandbox, SandboxedKernelManager
 from test_kernel_relay import run_cells
 
 pytestmark = pytest.mark.grading
@@ -77,3 +78,49 @@ def test_one_sandbox_cannot_fill_the_hosts_file_table(user):
     assert 0 < children < Sandbox().max_processes
     assert peak[0] - before <= 20_000, f"the host's file table grew by {peak[0] - before:,}"
     assert result["outputs"][1] == f"dataloader {sum(range(64)) * 3.0}\n"  # honest work runs on
+
+
+# Files held by mappings outlive their descriptors, so RLIMIT_NOFILE does not bound them: 40
+# processes mapping 65,530 files each would add 2.6 M entries to the host's file table, past its
+# fs.file-max. The sandbox's kernel memory (cgroup) is watched instead.
+MAP_FILES = """
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_long]
+for _ in range(40):
+    if os.fork() == 0:
+        for _ in range(70_000):
+            fd = os.open("/etc/passwd", os.O_RDONLY)
+            mapped = libc.mmap(None, 4096, 1, 2, fd, 0)  # PROT_READ, MAP_PRIVATE
+            os.close(fd)
+            if mapped in (None, ctypes.c_void_p(-1).value):
+                break
+        time.sleep(60)
+        os._exit(0)
+time.sleep(30)
+print("survived")
+"""
+
+
+def test_files_held_by_mappings_stop_the_sandbox_before_they_fill_the_file_table():
+    if os.geteuid() != 0:
+        pytest.skip("the sandbox's kernel memory is watched where a cgroup can be made (root)")
+    before, peak, stop = open_files(), [0], threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            peak[0] = max(peak[0], open_files())
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        result = run_cells([[MAP_FILES, 6]])
+    finally:
+        stop.set()
+        watcher.join()
+    assert result["kernel_memory_exceeded"] > SandboxedKernelManager.kernel_memory_bytes
+    assert "survived" not in result["outputs"][0]
+    assert peak[0] - before < 250_000, f"the host's file table grew by {peak[0] - before:,}"

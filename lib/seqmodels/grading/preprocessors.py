@@ -289,6 +289,15 @@ class GuardedExecute(SlicedWaits, Execute):
                 "[the kernel died while running this cell (os._exit, a crash, or running out of "
                 "memory); later cells were not run]",
             )
+            held = getattr(self.km, "kernel_memory_exceeded", 0)
+            if held:
+                note(
+                    resources,
+                    index,
+                    f"[the sandbox was stopped: it held {held // 2**20} MB of kernel memory (open "
+                    f"files, file mappings, sockets), over its {self.km.kernel_memory_bytes // 2**20} "
+                    "MB]",
+                )
         except CellTimeoutError:
             self._stopped = "a cell ran past its time limit and the kernel did not recover"
             note(resources, index, f"[this cell ran longer than {self.timeout} s]")

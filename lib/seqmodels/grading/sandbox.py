@@ -56,6 +56,7 @@ import sys
 import sysconfig
 import tempfile
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -282,6 +283,22 @@ class Cgroup:
         except OSError:
             self.remove()
             self.limits = []
+
+    def kernel_memory(self) -> int | None:
+        """Bytes of kernel memory the group's processes hold (open files and the files behind
+        their mappings, page tables, sockets...): cgroup v1's ``memory.kmem.usage_in_bytes``,
+        v2's ``memory.stat`` ``kernel``; None where neither can be read."""
+        for folder in self.folders:
+            try:
+                if (folder / "memory.kmem.usage_in_bytes").exists():
+                    return int((folder / "memory.kmem.usage_in_bytes").read_text())
+                if (folder / "memory.stat").exists() and "memory" in self.limits:
+                    for line in (folder / "memory.stat").read_text().splitlines():
+                        if line.startswith("kernel "):
+                            return int(line.split()[1])
+            except (OSError, ValueError):
+                return None
+        return None
 
     def join(self) -> None:
         """Move the calling process into every folder (called in the child before exec)."""
@@ -525,6 +542,8 @@ class Sandbox:
         whole = []
         if "memory" in limits:
             whole.append(f"memory {self.memory_mb} MiB")
+            kernel = SandboxedKernelManager.kernel_memory_bytes // 2**20
+            whole.append(f"stopped past {kernel} MiB of kernel memory (files, mappings)")
         if "pids" in limits:
             whole.append(f"{self.max_processes} processes and threads")
         if "cpu" in limits:
@@ -648,6 +667,8 @@ class SandboxedKernelManager(CappedKernelManager):
     #: the most bytes of one kernel message, and of one cell's messages, the relay passes on
     relay_message_bytes = 16 * 2**20
     relay_cell_bytes = 64 * 2**20
+    #: kernel memory the sandbox may hold (an honest kernel: about 5 MB), where a cgroup shows it
+    kernel_memory_bytes = 64 * 2**20
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -661,6 +682,7 @@ class SandboxedKernelManager(CappedKernelManager):
         self._zygote = None
         self._grader_pipe: tuple[int, int] | None = None
         self.relay: Relay | None = None
+        self.kernel_memory_exceeded = 0  # bytes held when the watchdog stopped the sandbox
 
     async def _async_pre_start_kernel(self, **kw):
         self._submission = Path(kw.pop("cwd", None) or self._run / "course").resolve()
@@ -695,6 +717,8 @@ class SandboxedKernelManager(CappedKernelManager):
             if self._grader_pipe is not None:
                 os.close(self._grader_pipe[0])  # the sandbox's now; the write end stays here
         process = self.provisioner.process
+        if self._cgroup is not None and self._cgroup.kernel_memory() is not None:
+            threading.Thread(target=self._watch_kernel_memory, daemon=True).start()
         # a forked kernel has pipes of its own (`_fork_kernel`); bwrap's are its placeholder's
         whose = "placeholder's " if self._zygote is not None else ""
         for stream, name in ((process.stdout, "stdout"), (process.stderr, "stderr")):
@@ -733,6 +757,21 @@ class SandboxedKernelManager(CappedKernelManager):
             sockets.close()
             raise
         self.ip = str(self._run / "relay" / "k")
+
+    def _watch_kernel_memory(self) -> None:
+        """Stop the sandbox if its processes hold more than `kernel_memory_bytes` of kernel memory.
+        Mostly that is files: each open file or file mapping is one entry of the host's file table
+        (about 380 bytes here), and mappings keep theirs after the descriptor is closed, so
+        ``RLIMIT_NOFILE`` alone does not bound them (65,530 mappings a process)."""
+        cgroup = self._cgroup
+        while cgroup is not None and cgroup.folders and self._cgroup is cgroup:
+            used = cgroup.kernel_memory()
+            if used is not None and used > self.kernel_memory_bytes:
+                self.kernel_memory_exceeded = used
+                self.log.warning("sandbox held %d MB of kernel memory: stopped", used // 2**20)
+                cgroup.kill_all()
+                return
+            time.sleep(0.1)
 
     async def _end_sandbox(self) -> None:
         """SIGKILL the sandbox's init (bwrap's child): its PID namespace ends with it, and bwrap
