@@ -70,6 +70,13 @@ c.CourseDirectory.db_url = os.environ.get(
 )
 
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+# Written answers (part C): the model answer and the rubric sit in a `=== BEGIN MARK SCHEME ===`
+# region of the question's read-only cell, right above the student's Markdown answer cell (which
+# holds the points). nbgrader removes the region from the release, keeps it in the gradebook, and
+# restores it into the autograded notebook that formgrader shows (a read-only cell's source comes
+# back from the gradebook); FeedbackForStudents removes it again from every feedback page. nbgrader
+# wants such regions in task cells only; a read-only cell is restored the same way.
+c.ClearMarkScheme.enforce_metadata = False
 
 c.OverwriteCells.add_missing_cells = True
 c.Autograde.sanitize_preprocessors = [

@@ -111,8 +111,8 @@ def feedback(course: Path, student: str, ps: str) -> str:
 
 
 def assert_release_in_sync(course: Path, ps: str) -> None:
-    """assignments/<ps> equals the release `course` generated, and holds no solutions, hidden tests
-    or reference outputs."""
+    """assignments/<ps> equals the release `course` generated, and holds no solutions, hidden tests,
+    mark schemes (model answers and rubrics of written answers) or reference outputs."""
     shipped = ROOT / "assignments" / ps
     generated = course / "assignments" / ps
     assert sorted(p.name for p in shipped.iterdir()) == sorted(p.name for p in generated.iterdir())
@@ -120,7 +120,7 @@ def assert_release_in_sync(course: Path, ps: str) -> None:
         f"assignments/{ps} is out of date: run `make assignments`"
     )
     text = (shipped / f"{ps}.ipynb").read_text()
-    for secret in ("BEGIN SOLUTION", "HIDDEN TESTS", "references"):
+    for secret in ("BEGIN SOLUTION", "HIDDEN TESTS", "MARK SCHEME", "references"):
         assert secret not in text
     assert not any(p.suffix in {".safetensors", ".json"} for p in shipped.rglob("*"))
 

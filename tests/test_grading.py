@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import resource
 import shutil
 import signal
@@ -19,6 +20,7 @@ import subprocess
 import tempfile
 import time
 from functools import partial
+from html import unescape
 from pathlib import Path
 
 import nbformat
@@ -39,7 +41,7 @@ from grading_helpers import (
 )
 from ps1_hostile import HOSTILE, Targets, build_all
 from ps1_submissions import WRONG, fill
-from seqmodels.grading import references
+from seqmodels.grading import leaks, references
 from seqmodels.grading.capture import _encode
 from seqmodels.grading.cluster import ALLOWED_FAILURES
 from seqmodels.grading.compare import judge
@@ -67,7 +69,7 @@ def graded(course: Path, tmp_path_factory):
     canary = tmp_path_factory.mktemp("outside") / "canary"
     targets = Targets(course=course, canary=canary, library=LIBRARY)
     files = {
-        "solution": nbformat.writes(fill(release, answers)).encode(),
+        "solution": nbformat.writes(write_answers(fill(release, answers))).encode(),
         "blank": nbformat.writes(release).encode(),
         **{
             f"wrong-{name}": nbformat.writes(fill(release, {**answers, cell: code})).encode()
@@ -181,6 +183,125 @@ def test_feedback_never_shows_hidden_tests_or_reference_values(graded):
         assert leaked == [], (html_file, leaked)
 
 
+#: part C's written answers, as the "solution" student writes them (graded by hand, so not scored)
+WRITTEN = {
+    "c1_mle_derivation": "With the Lagrangian $\\mathcal{L} = \\sum_w C_w \\ln p_w - \\lambda(\\sum_w p_w - 1)$, "
+    "$C_w / p_w = \\lambda$, and summing gives $\\lambda = c(h)$. Concave, so a maximum.",
+    "c2_perplexity_bounds": "Each term is $-\\ln V$, so the perplexity is $V$. Add-k never gives 0; "
+    "maximum likelihood gives an unseen bigram 0, and $\\ln 0 = -\\infty$.",
+}
+
+
+def write_answers(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """`nb` with part C's written answers (`WRITTEN`) in its Markdown answer cells."""
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.cell_type == "markdown" and grade_id in WRITTEN:
+            cell.source = WRITTEN[grade_id]
+    return nb
+
+
+def mark_scheme(cell: dict) -> list[str]:
+    """The plain-text runs (no math, no Markdown marks) of the lines of a cell's mark-scheme region
+    (model answer and rubric), of at least 20 characters: what would show of them on a page,
+    however it was rendered."""
+    runs = []
+    for line, kind in leaks.cell_lines(cell):
+        if kind == "mark scheme":
+            text = re.sub(r"\$[^$]*\$", "\n", line).replace("*", "").replace("—", "\n")
+            runs += [r.strip(" -.,;:()") for r in text.splitlines() if len(r.strip()) >= 20]
+    return runs
+
+
+def page_text(html: str) -> str:
+    return " ".join(unescape(re.sub(r"<[^>]*>", " ", html)).split())
+
+
+def test_part_c_reaches_formgrader_with_its_model_answers_and_rubric(graded):
+    """The written answers are manually graded cells of the gradebook, waiting for a grader; the
+    autograded notebook (what formgrader shows) holds each answer under its question, and the
+    question with its model answer and rubric (nbgrader restores the mark-scheme region)."""
+    from nbgrader.api import Gradebook
+
+    course = graded["course"]
+    source = nbformat.read(course / "solutions" / PS / f"{PS}.ipynb", as_version=4)
+    questions = {
+        c.metadata.nbgrader["grade_id"]: c for c in source.cells if "MARK SCHEME" in c.source
+    }
+    assert sorted(questions) == ["c1_question", "c2_question"]
+    for student in ("solution", "blank"):
+        path = course / "grading" / "autograded" / student / PS / f"{PS}.ipynb"
+        cells = {
+            c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nbformat.read(path, 4).cells
+        }
+        for grade_id, question in questions.items():
+            shown = " ".join(cells[grade_id].source.replace("*", "").split())
+            assert "=== BEGIN MARK SCHEME ===" in shown, (student, grade_id)
+            runs = mark_scheme(question)
+            assert len(runs) >= 8 and all(" ".join(r.split()) in shown for r in runs)
+        for grade_id in WRITTEN:
+            meta = cells[grade_id].metadata.nbgrader
+            assert meta["solution"] and meta["grade"] and meta["points"] == 1
+    answer = " ".join(cells_of(course, "solution")["c1_mle_derivation"].source.split())
+    assert "summing gives" in answer
+    with Gradebook(f"sqlite:///{course / 'grading' / 'gradebook.db'}") as gradebook:
+        assert gradebook.find_assignment(PS).max_score == 12
+        manual = {
+            c.name: c.max_score
+            for c in gradebook.find_notebook(PS, PS).grade_cells
+            if c.cell_type == "markdown"
+        }
+        assert manual == dict.fromkeys(WRITTEN, 1)
+        for grade_id in WRITTEN:
+            written = gradebook.find_grade(grade_id, PS, PS, "solution")
+            assert written.needs_manual_grade and written.auto_score is None
+            left = gradebook.find_grade(grade_id, PS, PS, "blank")  # nbgrader: unchanged is 0
+            assert not left.needs_manual_grade and left.auto_score == 0
+    rows = graded["rows"]
+    assert (rows["solution"]["autograded"], rows["solution"]["manual"]) == ("10", "0")
+    assert rows["solution"]["manual_status"] == "not graded yet"
+    assert rows["solution"]["review"] == ""  # the review column is for held test cells
+    assert rows["blank"]["manual_status"] == "graded"  # nothing written: 0, nobody to read it
+
+
+def cells_of(course: Path, student: str) -> dict:
+    path = course / "grading" / "autograded" / student / PS / f"{PS}.ipynb"
+    return {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nbformat.read(path, 4).cells}
+
+
+def test_no_feedback_page_or_release_holds_a_model_answer_or_rubric(graded):
+    """FeedbackForStudents removes the mark-scheme regions nbgrader restored; the release never had
+    them. The same search finds them on a page rendered without that step (the control)."""
+    from nbconvert import HTMLExporter
+
+    from seqmodels.grading.preprocessors import strip_mark_scheme
+
+    course = graded["course"]
+    source = nbformat.read(course / "solutions" / PS / f"{PS}.ipynb", as_version=4)
+    runs = {" ".join(r.split()) for cell in source.cells for r in mark_scheme(cell)}
+    assert len(runs) >= 16
+
+    def leaked(html: str) -> list[str]:
+        text = page_text(html)
+        return [r for r in runs if r in text] + (["MARK SCHEME"] if "MARK SCHEME" in text else [])
+
+    restored = nbformat.read(
+        course / "grading" / "autograded" / "solution" / PS / f"{PS}.ipynb", as_version=4
+    )
+    control, _ = HTMLExporter(template_name="classic").from_notebook_node(restored)
+    assert set(leaked(control)) == runs | {"MARK SCHEME"}  # it sees a rubric on a rendered page
+    pages = sorted((course / "grading" / "feedback").rglob("*.html"))
+    assert len(pages) >= len(graded["students"]) - 1
+    for page in pages:
+        assert leaked(page.read_text()) == [], page
+    release = (ROOT / "assignments" / PS / f"{PS}.ipynb").read_text()
+    assert "MARK SCHEME" not in release and not [r for r in runs if r in " ".join(release.split())]
+    assert (
+        strip_mark_scheme("a\n=== BEGIN MARK SCHEME ===\nb\n=== END MARK SCHEME ===\nc") == "a\nc"
+    )
+    assert strip_mark_scheme("a\n=== BEGIN MARK SCHEME ===\nb") == "a"  # unended: all of it
+
+
 def test_a_kernel_posing_as_the_grader_earns_nothing_and_reaches_no_page(graded):
     helpers.assert_forged_output_earns_nothing(graded, PS)
 
@@ -222,8 +343,8 @@ def test_a_changed_submission_is_graded_again_and_a_manual_score_is_kept(graded)
     course = graded["course"]
     url = f"sqlite:///{course / 'grading' / 'gradebook.db'}"
     with Gradebook(url) as gradebook:
-        grade = gradebook.find_submission(PS, "blank").notebooks[0].grades[0]
-        cell = grade.name
+        cell = "test_bigram_counts"
+        grade = gradebook.find_grade(cell, PS, PS, "blank")
         grade.manual_score = 0.5
         gradebook.db.commit()
     release, answers = release_and_answers(course)

@@ -97,14 +97,17 @@ def test_grades_csv_shows_the_autograded_part_the_manual_part_and_whether_it_is_
         gradebook.add_notebook("ps1", "ps1")
         gradebook.add_grade_cell("tests", "ps1", "ps1", max_score=6, cell_type="code")
         gradebook.add_grade_cell("derive", "ps1", "ps1", max_score=4, cell_type="markdown")
-        for student in ("waiting", "marked", "absent"):
+        for student in ("waiting", "marked", "left-blank", "absent"):
             gradebook.add_student(student)
-        for student, manual in (("waiting", None), ("marked", 3.5)):
+        for student, manual in (("waiting", None), ("marked", 3.5), ("left-blank", None)):
             gradebook.add_submission("ps1", student)
             tests = gradebook.find_grade("tests", "ps1", "ps1", student)
             tests.auto_score, tests.needs_manual_grade = 5.0, False
             derive = gradebook.find_grade("derive", "ps1", "ps1", student)
             derive.manual_score, derive.needs_manual_grade = manual, manual is None
+        # an answer left as released: nbgrader's SaveAutoGrades gives it 0 and no one reads it
+        blank = gradebook.find_grade("derive", "ps1", "ps1", "left-blank")
+        blank.auto_score, blank.needs_manual_grade = 0.0, False
         gradebook.db.commit()
     run.export_csv(tmp_path / "grades.csv")
     with open(tmp_path / "grades.csv", newline="") as f:
@@ -121,6 +124,9 @@ def test_grades_csv_shows_the_autograded_part_the_manual_part_and_whether_it_is_
         "graded",
     )
     assert float(marked["score"]) == 8.5
+    assert rows["left-blank"]["manual_status"] == "graded"
+    # the review column names held test cells; a written answer waits in manual_status only
+    assert waiting["review"] == marked["review"] == ""
     assert rows["absent"]["manual_status"] == ""  # no submission
 
 

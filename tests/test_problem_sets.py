@@ -87,3 +87,29 @@ def test_a_download_with_solution_code_fails_the_build(tmp_path):
     assert result.returncode != 0
     assert "ps9.ipynb: solution code" in log
     assert not list((tmp_path / "_build").rglob("ps9.ipynb"))
+
+
+def test_references_to_the_book_are_links_to_the_sites_equations():
+    """A released set cites the book by links a student can follow: to a chapter's page on the
+    site (the GitHub Pages address of `repository.url` in _config.yml), at an equation label the
+    chapter defines; no bare internal label such as "(eq-add-k)" is left."""
+    config = (ROOT / "_config.yml").read_text()
+    owner, name = re.search(r"url: https://github\.com/([\w.-]+)/([\w.-]+)", config).groups()
+    site = f"https://{owner}.github.io/{name}/"
+    links = []
+    for path in sorted((ROOT / "assignments").glob("ps*/ps*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        assert not re.search(r"\((eq|tbl|fig|sec)-[\w-]+\)", text), path.name
+        links += re.findall(r"\]\((https?://[^)\s]+)\)", text)
+    assert len(links) >= 5  # PS1: add-k, perplexity (twice), the MLE, Bengio et al.'s model
+    for link in links:
+        assert link.startswith(site), link
+        page, _, anchor = link.removeprefix(site).partition("#")
+        chapter = ROOT / page.replace(".html", ".md")
+        assert page.endswith(".html") and chapter.is_file(), link
+        label = anchor.removeprefix("equation-")
+        assert anchor.startswith("equation-") and f"$$ ({label})" in chapter.read_text(), link
+        built = ROOT / "_build" / "html" / page
+        if built.is_file():  # the built site has the anchor
+            assert f'id="{anchor}"' in built.read_text(), link

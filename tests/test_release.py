@@ -98,6 +98,22 @@ def test_every_problem_set_has_secrets_to_search_for(secrets):
     assert len(secrets.blobs) == len(references) > 0
 
 
+def test_every_model_answer_and_rubric_line_is_a_secret(secrets):
+    """Each line of a mark-scheme region (a written answer's model answer and rubric) long enough
+    to search for is searched for: none is dropped as a line students have anyway."""
+    rubric = []
+    for ps in problem_sets():
+        source = json.loads((ROOT / "solutions" / ps / f"{ps}.ipynb").read_text())
+        rubric += [
+            leaks._normal(line)
+            for cell in source["cells"]
+            for line, kind in leaks.cell_lines(cell)
+            if kind == "mark scheme" and len(leaks._normal(line)) >= leaks.MIN_LINE
+        ]
+    assert len(rubric) >= 20  # PS1's part C
+    assert [line for line in rubric if secrets.lines.get(line, ("",))[0] != "mark scheme"] == []
+
+
 def test_the_student_repository(student_release):
     out, report = student_release
     repository = out / release.NAME
@@ -193,6 +209,7 @@ def _plant(tmp_path: Path, student_release, secrets) -> dict[str, Path]:
     out, _ = student_release
     solution = next(line for line, (kind, _) in secrets.lines.items() if kind == "solution")
     hidden = next(line for line, (kind, _) in secrets.lines.items() if kind == "hidden test")
+    rubric = next(line for line, (kind, _) in secrets.lines.items() if kind == "mark scheme")
     reference = next(ROOT.glob("solutions/*/references/*.safetensors"))
     cases = {}
 
@@ -211,6 +228,8 @@ def _plant(tmp_path: Path, student_release, secrets) -> dict[str, Path]:
         f.write("\n    ### BEGIN HIDDEN TESTS\n")
     shutil.copy(reference, copy("a reference file") / "lib/seqmodels/results/ps.safetensors")
     (copy("a test file of submissions") / "ps1_submissions.py").write_text("# nothing secret\n")
+    with open(copy("rubric in a readme") / "assignments/README.md", "a") as f:
+        f.write(f"\n{rubric}\n")
     # a site whose page shows a hidden test as highlighted, escaped HTML
     site = tmp_path / "site in html"
     (site / "_sources").mkdir(parents=True)
@@ -242,6 +261,7 @@ def test_the_search_finds_every_planted_secret(tmp_path, student_release, secret
         "marker in a readme": "hidden-tests marker",
         "a reference file": "the bytes of solutions/",
         "a test file of submissions": "a test file of submissions",
+        "rubric in a readme": "a mark scheme line of",
         "site in html": "a hidden test line of",
         "solution in an archive's notebook": "a solution line of",
     }

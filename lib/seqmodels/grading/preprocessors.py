@@ -584,11 +584,30 @@ class StudentTextAsText(NbGraderPreprocessor):
         return cell, resources
 
 
+MARK_SCHEME = ("BEGIN MARK SCHEME", "END MARK SCHEME")
+
+
+def strip_mark_scheme(source: str) -> str:
+    """`source` without its mark-scheme regions, markers included (an unended one: to the end)."""
+    out, inside = [], False
+    for line in source.split("\n"):
+        if MARK_SCHEME[0] in line:
+            inside = True
+        elif MARK_SCHEME[1] in line and inside:
+            inside = False
+        elif not inside:
+            out.append(line)
+    return "\n".join(out)
+
+
 class FeedbackForStudents(NbGraderPreprocessor):
     """In ``generate_feedback``: drop what the grader wrote for instructors only (the evidence
-    behind a review). The graded notebook holds only the grader's outputs, so the mark is its own."""
+    behind a review) and what nbgrader restored for graders only (the model answers and rubrics
+    of written answers: mark-scheme regions, see nbgrader_config.py). The graded notebook holds
+    only the grader's outputs, so the mark is its own."""
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
+        cell.source = strip_mark_scheme(cell.source)
         if cell.cell_type == "code":
             cell.outputs = [
                 o for o in cell.outputs if o.get("metadata", {}).get(AUDIENCE) != "instructor"

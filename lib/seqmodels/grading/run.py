@@ -372,7 +372,8 @@ def note_page(assignment: str, student: str, note: str) -> str:
 
 def held_for_review() -> dict[tuple[str, str], list[str]]:
     """``{(assignment, student): [test cells]}`` whose grade awaits an instructor (nbgrader's
-    ``needs_manual_grade``): a task whose rules may have been broken, until a manual score is given."""
+    ``needs_manual_grade``): a task whose rules may have been broken, until a manual score is given.
+    Written answers, which always wait for one, are in ``manual_status`` instead."""
     from nbgrader.api import Grade, SubmittedAssignment, SubmittedNotebook
 
     held: dict[tuple[str, str], list[str]] = {}
@@ -385,6 +386,8 @@ def held_for_review() -> dict[tuple[str, str], list[str]]:
             .all()
         )
         for grade in rows:
+            if grade.cell.cell_type != "code":
+                continue  # a written answer (manual_status says whether it is graded)
             key = (grade.assignment.name, grade.student.id)
             held.setdefault(key, []).append(grade.name)
     return {key: sorted(names) for key, names in held.items()}
@@ -395,7 +398,8 @@ PARTS = ("autograded", "manual", "manual_status")  # columns after nbgrader's ow
 
 def score_parts(gradebook, assignment: str, student: str) -> dict[str, str]:
     """The submission's autograded part (code cells), manual part (written answers and tasks) and
-    whether the manual part is graded: ``graded``, ``not graded yet`` or ``none`` (no such part)."""
+    whether the manual part is graded: ``graded``, ``not graded yet`` or ``none`` (no such part).
+    A written answer left as released is graded: nbgrader gives it 0 and asks no one to read it."""
     from nbgrader.api import MissingEntry
 
     try:
@@ -410,7 +414,10 @@ def score_parts(gradebook, assignment: str, student: str) -> dict[str, str]:
     ]
     status = "none"
     if manual:
-        waiting = any(g.needs_manual_grade or g.manual_score is None for g in manual)
+        waiting = any(
+            g.needs_manual_grade or (g.manual_score is None and g.auto_score is None)
+            for g in manual
+        )
         status = "not graded yet" if waiting else "graded"
     return {
         "autograded": f"{submission.code_score:g}",
