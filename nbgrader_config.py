@@ -12,6 +12,7 @@
 import os
 from pathlib import Path
 
+import nbgrader
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties,
@@ -25,6 +26,7 @@ from nbgrader.preprocessors import (
     OverwriteKernelspec,
 )
 
+from seqmodels.grading import math_pages
 from seqmodels.grading.preprocessors import (
     FeedbackExporter,
     FeedbackForStudents,
@@ -36,6 +38,7 @@ from seqmodels.grading.preprocessors import (
 )
 
 ROOT = Path(__file__).resolve().parent
+NBGRADER_TEMPLATES = str(Path(nbgrader.__file__).parent / "server_extensions/formgrader/templates")
 GRADING = ROOT / "grading"
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
@@ -102,6 +105,13 @@ c.Autograde.autograde_preprocessors = [
 # evidence written for instructors (a task held for review).
 c.GenerateFeedback.preprocessors = [GetGrades, FeedbackForStudents, CSSHTMLHeaderPreprocessor]
 c.GenerateFeedback.exporter_class = FeedbackExporter
+# Math renders offline in formgrader and the feedback (seqmodels.grading.math_pages): our
+# templates/base/mathjax.html.j2 replaces nbconvert's mathjax() macro (a CDN's MathJax 2) with the
+# pinned MathJax 3, inlined, in safe mode; nbgrader's own templates (formgrade, feedback) follow.
+c.HTMLExporter.extra_template_basedirs = [str(math_pages.TEMPLATES), NBGRADER_TEMPLATES]
+c.HTMLExporter.filters = {
+    "seqmodels_offline_mathjax": "seqmodels.grading.math_pages.offline_mathjax"
+}
 # Every student kernel runs in a bubblewrap sandbox (see seqmodels.grading.sandbox). "none" is
 # for instructors who accept the risk: `make grade` sets it only with --unsafe-no-sandbox.
 # the course implementations of the graded functions (PS1: ngram ... train; PS2: autodiff ... sgd;

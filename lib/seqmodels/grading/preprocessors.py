@@ -26,8 +26,9 @@ Configured in the course's ``nbgrader_config.py``:
   gradebook from the grader's verdicts (``Grade.auto_score``), never from the notebook's outputs;
   a task held for review gets 0 and nbgrader's ``needs_manual_grade``, so formgrader lists it.
 - `StudentTextAsText` (last): markdown and raw cells the student wrote are shown as plain text, and
-  attachments dropped, so no student HTML, script, SVG or LaTeX is rendered for whoever opens the
-  graded notebook or the feedback.
+  attachments dropped, so no student HTML, script or SVG is rendered for whoever opens the graded
+  notebook or the feedback; a written answer (a Markdown answer cell) is sanitized HTML whose math
+  MathJax typesets in safe mode (`seqmodels.grading.math_pages`).
 - `FeedbackForStudents` (in ``generate_feedback``): drops the instructors' evidence; its pages
   come from `FeedbackExporter` (nbconvert's HTML exporter, templates compiled once per process).
 """
@@ -57,6 +58,7 @@ from traitlets import Bool, Enum, Float, Integer, List, Unicode
 
 from ..execution_client import SlicedWaits
 from . import references, trace_window
+from .math_pages import student_answer_html
 from .rules import RULES, Rule
 from .sandbox import CappedKernelManager, Sandbox, SandboxedKernelManager
 from .static_reading import evidence
@@ -570,13 +572,16 @@ class SaveVerdicts(SaveAutoGrades):
 
 class StudentTextAsText(NbGraderPreprocessor):
     """Markdown and raw cells the student wrote become plain text; no cell keeps attachments or
-    metadata other than nbgrader's. Nothing the student wrote is rendered as HTML, script, SVG or
-    LaTeX in the graded notebook or the feedback."""
+    metadata other than nbgrader's. A written answer (a Markdown answer cell) becomes sanitized
+    HTML whose math MathJax typesets in safe mode (`seqmodels.grading.math_pages`). No HTML,
+    script or SVG the student wrote is rendered in the graded notebook, formgrader or the feedback."""
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
         cell.pop("attachments", None)
         cell.metadata = {k: v for k, v in cell.metadata.items() if k == "nbgrader"}
-        if cell.cell_type in {"markdown", "raw"} and not is_locked(cell):
+        if cell.cell_type == "markdown" and is_solution(cell) and not is_locked(cell):
+            cell.source = student_answer_html(cell.source)
+        elif cell.cell_type in {"markdown", "raw"} and not is_locked(cell):
             longest = max((len(run) for run in re.findall(r"`+", cell.source)), default=0)
             fence = "`" * max(3, longest + 1)
             cell.cell_type = "markdown"
