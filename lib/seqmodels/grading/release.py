@@ -56,6 +56,7 @@ INSTRUCTOR_ONLY = [
     "seqmodels.grading.kernel_forks",
     "seqmodels.grading.kernel_relay",
     "seqmodels.grading.kernel_zygote",
+    "seqmodels.grading.math_pages",
     "seqmodels.grading.preprocessors",
     "seqmodels.grading.references",
     "seqmodels.grading.run",

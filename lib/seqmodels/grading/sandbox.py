@@ -80,6 +80,7 @@ GRADER_ONLY = [
     "seqmodels.grading.kernel_relay",
     "seqmodels.grading.kernel_zygote",
     "seqmodels.grading.leaks",
+    "seqmodels.grading.math_pages",
     "seqmodels.grading.preprocessors",
     "seqmodels.grading.references",
     "seqmodels.grading.release",
