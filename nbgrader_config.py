@@ -145,6 +145,9 @@ c.GuardedExecute.memory_limit_mb = int(os.environ.get("SEQMODELS_MEMORY_LIMIT_MB
 c.GuardedExecute.max_processes = int(os.environ.get("SEQMODELS_MAX_PROCESSES", 64))
 c.GuardedExecute.open_files = int(os.environ.get("SEQMODELS_OPEN_FILES", 256))
 c.GuardedExecute.cpu_cores = float(os.environ.get("SEQMODELS_CPU_CORES", 1))
+# "full" grades everything; "smoke" (the grading tests' profile for most submissions) does not run
+# the training tasks' test cells (part B's held-out tiers), which then earn nothing
+c.GuardedExecute.profile = os.environ.get("SEQMODELS_GRADING_PROFILE", "full")
 # each kernel forked from a zygote with ipykernel and torch imported (0: each one started cold)
 c.GuardedExecute.warm_kernels = os.environ.get("SEQMODELS_WARM_KERNELS", "1") != "0"
 c.JudgeCaptures.references_root = c.GuardedExecute.references_root = str(ROOT / "solutions")

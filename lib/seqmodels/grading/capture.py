@@ -97,6 +97,20 @@ def public_problems(actual: dict[str, torch.Tensor], expected: object) -> list[s
     return [p.detail for key in sorted(want) if (p := compare_tensor(key, actual[key], want[key]))]
 
 
+def origins(functions: Sequence[str]) -> dict[str, str]:
+    """Where each named function of the notebook comes from (``module:file``, or "undefined"), so
+    the grader can tell the student's own code from the course library's."""
+    import __main__
+
+    found = {}
+    for name in functions:
+        fn = getattr(__main__, name, None)
+        code = getattr(fn, "__code__", None)
+        module = getattr(fn, "__module__", None)
+        found[name] = f"{module}:{code.co_filename if code else '?'}" if fn else "undefined"
+    return found
+
+
 class Checker:
     """Captures the outputs of one graded task; `case` once per input, then `done`.
 
@@ -114,21 +128,14 @@ class Checker:
         self.task, self.functions, self.forbidden = task, list(functions), sorted(forbidden)
         self.failed_public: list[str] = []
         self.n_public = 0
-        start: dict[str, object] = {"task": task, "kind": "start", "origins": self._origins()}
+        start: dict[str, object] = {
+            "task": task,
+            "kind": "start",
+            "origins": origins(self.functions),
+        }
         if forbidden:
             start["forbidden"] = self.forbidden
         display({MIME: start}, raw=True)
-
-    def _origins(self) -> dict[str, str]:
-        import __main__
-
-        origins = {}
-        for name in self.functions:
-            fn = getattr(__main__, name, None)
-            code = getattr(fn, "__code__", None)
-            module = getattr(fn, "__module__", None)
-            origins[name] = f"{module}:{code.co_filename if code else '?'}" if fn else "undefined"
-        return origins
 
     def case(
         self,

@@ -37,11 +37,12 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 import secrets
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from bs4 import BeautifulSoup
 from jinja2 import BytecodeCache
@@ -136,27 +137,40 @@ class SanitizeSubmission(NbGraderPreprocessor):
         return nb, resources
 
 
-def hidden_packages(references_root: str, resources: dict) -> list[str]:
-    """The third-party modules the rules of this notebook's tasks name (absent from its sandbox)."""
+def stored_manifest(references_root: str, resources: dict) -> dict:
+    """The references' manifest of the notebook being graded ({} if there is none: JudgeCaptures
+    then says so)."""
     info = resources.get("nbgrader", {})
     try:
         folder = Path(references_root) / info["assignment"] / "references"
-        manifest = references.verify(folder, info["notebook"])
-    except (KeyError, OSError, ValueError, RuntimeError):
-        return []  # no references: JudgeCaptures says so
-    names = {n for task in manifest["tasks"].values() for n in task.get("forbidden", [])}
-    return sorted({m for n in names if n in RULES for m in RULES[n].modules})
-
-
-def rule_cells(references_root: str, resources: dict) -> dict[str, str]:
-    """Test cell → task, of the tasks that forbid tools (each runs inside a trace window)."""
-    info = resources.get("nbgrader", {})
-    try:
-        folder = Path(references_root) / info["assignment"] / "references"
-        manifest = references.verify(folder, info["notebook"])
+        return references.verify(folder, info["notebook"])
     except (KeyError, OSError, ValueError, RuntimeError):
         return {}
-    return {t["cell"]: name for name, t in manifest["tasks"].items() if t.get("forbidden")}
+
+
+def hidden_packages(manifest: dict) -> list[str]:
+    """The third-party modules absent from this notebook's sandbox: those its tasks' rules name,
+    and the held-out text of its training tasks (`seqmodels.grading.heldout`)."""
+    from .heldout import HIDDEN_PACKAGES
+
+    tasks = manifest.get("tasks", {}).values()
+    names = {n for task in tasks for n in task.get("forbidden", [])}
+    modules = {m for n in names if n in RULES for m in RULES[n].modules}
+    for task in tasks:
+        modules.update(HIDDEN_PACKAGES.get(task.get("training", {}).get("heldout"), []))
+    return sorted(modules)
+
+
+def rule_cells(manifest: dict) -> dict[str, str]:
+    """Test cell → task, of the tasks that forbid tools (each runs inside a trace window)."""
+    tasks = manifest.get("tasks", {})
+    return {t["cell"]: name for name, t in tasks.items() if t.get("forbidden")}
+
+
+def training_cells(manifest: dict) -> dict[str, str]:
+    """Test cell → task, of the training tasks (each followed by the grader's evaluation request)."""
+    tasks = manifest.get("tasks", {})
+    return {t["cell"]: name for name, t in tasks.items() if t.get("training")}
 
 
 def _size(content: dict) -> int:
@@ -195,8 +209,18 @@ def traffic_notes(traffic, relay) -> list[str]:
 class GuardedExecute(SlicedWaits, Execute):
     """nbgrader's `Execute` with a sandboxed kernel, budgets, output caps and survival of a dead kernel."""
 
-    timeout = Integer(30, help="seconds one cell may run").tag(config=True)
-    notebook_budget = Integer(180, help="seconds the whole notebook may run").tag(config=True)
+    timeout = Integer(
+        30, help="seconds one cell may run (at least; a cell gets twice the solution's time)"
+    ).tag(config=True)
+    notebook_budget = Integer(
+        180, help="seconds the whole notebook may run (at least; twice the solution's time)"
+    ).tag(config=True)
+    profile = Enum(
+        ["full", "smoke"],
+        default_value="full",
+        help="'full': every test cell; 'smoke' (for testing the grader): training tasks' test cells "
+        "are not run, and earn nothing",
+    ).tag(config=True)
     sandbox = Enum(
         ["bubblewrap", "none"],
         default_value="bubblewrap",
@@ -247,8 +271,11 @@ class GuardedExecute(SlicedWaits, Execute):
         return km
 
     def preprocess(self, nb: NotebookNode, resources: dict, km=None):
-        self._hidden_packages = hidden_packages(self.references_root, resources)
-        self._rule_cells = rule_cells(self.references_root, resources)
+        manifest = stored_manifest(self.references_root, resources)
+        self._hidden_packages = hidden_packages(manifest)
+        self._rule_cells = rule_cells(manifest)
+        self._training_cells = training_cells(manifest)
+        self._seconds = manifest.get("seconds", {})
         self._windowing = False
         self._windows_opened = 0
         limits = self._limits()
@@ -256,7 +283,7 @@ class GuardedExecute(SlicedWaits, Execute):
             self.log.info("kernel in a bubblewrap sandbox; %s", limits.describe())
         else:
             self.log.warning("UNSAFE: kernel NOT sandboxed (sandbox = 'none'); rlimits only")
-        self._deadline = time.monotonic() + self.notebook_budget
+        self._deadline = time.monotonic() + self._budget()
         self._stopped: str | None = None
         self._bytes: dict[int, int] = {}
         self._total = 0
@@ -271,10 +298,16 @@ class GuardedExecute(SlicedWaits, Execute):
         if cell.cell_type != "code":
             return cell, resources
         if self._stopped is None and time.monotonic() >= self._deadline:
-            self._stopped = f"the notebook's time budget ({self.notebook_budget} s) ran out"
+            self._stopped = f"the notebook's time budget ({self._budget()} s) ran out"
         if self._stopped:
             cell.outputs = []
             note(resources, index, f"[not run: {self._stopped}]")
+            return cell, resources
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        training = self._training_cells.get(grade_id) if is_grade(cell) else None
+        if training and self.profile == "smoke":
+            cell.outputs = []
+            note(resources, index, "[not run: the grader's smoke profile does not train]")
             return cell, resources
         self._timed_out = False
         relay = getattr(self.km, "relay", None)  # a sandboxed kernel's (`kernel_relay`)
@@ -282,7 +315,10 @@ class GuardedExecute(SlicedWaits, Execute):
             relay.new_cell()
         try:
             self._trace_window(cell, resources, index, "open")
-            return super().preprocess_cell(cell, resources, index)
+            super().preprocess_cell(cell, resources, index)
+            if training:
+                self._evaluation_request(training, resources, index)
+            return cell, resources
         except DeadKernelError:
             self._stopped = "the kernel died in an earlier cell"
             note(
@@ -302,11 +338,11 @@ class GuardedExecute(SlicedWaits, Execute):
                 )
         except CellTimeoutError:
             self._stopped = "a cell ran past its time limit and the kernel did not recover"
-            note(resources, index, f"[this cell ran longer than {self.timeout} s]")
+            note(resources, index, f"[this cell ran longer than {self._get_timeout(cell)} s]")
         finally:
             self._trace_window(cell, resources, index, "close")
             if self._timed_out:
-                note(resources, index, f"[this cell ran longer than {self.timeout} s]")
+                note(resources, index, f"[this cell ran longer than {self._get_timeout(cell)} s]")
             elif index not in self._idle and not self._stopped:
                 note(
                     resources,
@@ -325,6 +361,44 @@ class GuardedExecute(SlicedWaits, Execute):
                 )
         return cell, resources
 
+    def _budget(self) -> int:
+        """Seconds the notebook may run: twice the solution's, and never under `notebook_budget`."""
+        return max(self.notebook_budget, math.ceil(2 * self._seconds.get("total", 0)))
+
+    def _get_timeout(self, cell: NotebookNode | None) -> int:
+        """Seconds `cell` may run: twice the solution's time for it, never under `timeout`."""
+        grade_id = (cell or {}).get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        solution = self._seconds.get("cells", {}).get(grade_id, 0) if grade_id else 0
+        return max(self.timeout, math.ceil(2 * solution))
+
+    def _grader_request(self, source: str, index: int) -> list:
+        """Run the grader's own `source` in the kernel, as part of cell `index`; its outputs (kept
+        apart from the cell's, each under 16 MB) are returned, [] if the kernel did not answer."""
+        request = new_code_cell(source)
+        test_cell, self._windowing, timed_out = self.nb.cells[index], True, self._timed_out
+        idle = index in self._idle
+        try:
+            self.execute_cell(request, index, store_history=False)
+        except (DeadKernelError, CellTimeoutError):
+            pass  # no answer: the judge says so
+        finally:
+            self.nb.cells[index], self._windowing, self._timed_out = test_cell, False, timed_out
+            if not idle:
+                self._idle.discard(index)
+        return list(request.outputs)
+
+    def _evaluation_request(self, task: str, resources: dict, index: int) -> None:
+        """After a training task's test cell: send the held-out contexts, the probe and the last
+        batch (`seqmodels.grading.heldout`), and keep the answer for `JudgeCaptures`."""
+        from . import heldout, training
+        from .records import capture_records
+
+        spec = stored_manifest(self.references_root, resources)["tasks"][task]["training"]
+        nonce = secrets.token_hex(16)
+        source = training.request(task, nonce, heldout.evaluation(spec).calls)
+        answer = list(capture_records(self._grader_request(source, index), task))
+        state(resources).setdefault("answers", {})[task] = (nonce, answer)
+
     def _trace_window(self, cell: NotebookNode, resources: dict, index: int, kind: str) -> None:
         """Open ("open") or close ("close") the trace window around a test cell whose task forbids
         tools (`seqmodels.grading.trace_window`): a request of the grader's own, sent to the
@@ -336,21 +410,11 @@ class GuardedExecute(SlicedWaits, Execute):
         if kind == "open":
             self._nonce = secrets.token_hex(16)
             self._windows_opened += 1
-        request = new_code_cell(trace_window.request(kind, self._nonce, task))
-        test_cell, self._windowing, timed_out = self.nb.cells[index], True, self._timed_out
-        idle = index in self._idle
-        try:
-            self.execute_cell(request, index, store_history=False)
-        except (DeadKernelError, CellTimeoutError):
-            pass  # no record: JudgeCaptures holds the task for review
-        finally:
-            self.nb.cells[index], self._windowing, self._timed_out = test_cell, False, timed_out
-            if not idle:
-                self._idle.discard(index)
+        outputs = self._grader_request(trace_window.request(kind, self._nonce, task), index)
         if kind == "close":
             from .records import window_record
 
-            record = window_record(request.outputs, task, self._nonce)
+            record = window_record(outputs, task, self._nonce)
             if record is not None and record["opened"] != self._windows_opened:
                 why = "the notebook closed the window and opened another itself"
                 record = {**record, "intact": False, "disturbed": [why, *record["disturbed"]]}
@@ -429,7 +493,10 @@ class JudgeCaptures(NbGraderPreprocessor):
             kernel = list(cell.outputs)
             outputs = [grader_output(text) for text in grader["notes"].get(index, [])]
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if is_grade(cell) and grade_id in by_cell:
+            if is_grade(cell) and grade_id in by_cell and "training" in by_cell[grade_id][1]:
+                name, task = by_cell[grade_id]
+                outputs += self._judge_training(grade_id, name, task, kernel, grader)
+            elif is_grade(cell) and grade_id in by_cell:
                 name, task = by_cell[grade_id]
                 outputs += self._judge(grade_id, name, task, refs[name], kernel, sources, grader)
                 cell.source = strip_hidden_tests(cell.source)
@@ -462,6 +529,7 @@ class JudgeCaptures(NbGraderPreprocessor):
         passed = sum(v.passed for v in verdicts)
         points = 0.0 if reasons else round(task["points"] * passed / len(verdicts), 4)
         grader["scores"][grade_id] = (points, bool(reasons))
+        grader.setdefault("all_passed", {})[name] = passed == len(verdicts) and not reasons
         outputs = [_verdict_output(name, verdicts, points, task["points"], bool(reasons))]
         if reasons:
             words = [w for rule in self._rules(task) for w in rule.names]
@@ -474,6 +542,40 @@ class JudgeCaptures(NbGraderPreprocessor):
                     *(f"- {e}" for e in support[: self.max_evidence] or ["none"]),
                     "Clear it in formgrader: give this cell a manual score (the cases above "
                     f"earned {task['points'] * passed / len(verdicts):g} of {task['points']:g}).",
+                ]
+            )
+            outputs.append(grader_output(text, audience="instructor"))
+        return outputs
+
+    def _judge_training(self, grade_id, name, task, kernel, grader) -> list[NotebookNode]:
+        """A training task: its tiers, paid from the curve its test cell captured and the answer to
+        the grader's evaluation request (`seqmodels.grading.heldout`)."""
+        from .compare import decode
+        from .heldout import judge
+        from .records import capture_records
+
+        records = list(capture_records(kernel, name))
+        curve = None
+        for record in records:
+            if record["kind"] == "curve" and "data" in record and curve is None:
+                try:
+                    curve = decode(str(record["data"])).get("losses")
+                except Exception:  # noqa: BLE001 - an unreadable curve is no curve
+                    curve = None
+        spec = task["training"]
+        nonce, answer = grader.get("answers", {}).get(name, ("", []))
+        required = all(grader.get("all_passed", {}).get(t, False) for t in spec["requires"])
+        outcome = judge(spec, task["reference"], curve, answer, nonce, required)
+        reasons = self._reasons(task, records, None)
+        points = 0.0 if reasons else round(outcome.points, 4)
+        grader["scores"][grade_id] = (points, bool(reasons))
+        verdicts = [_Line(text, ok, detail) for text, ok, detail in outcome.lines]
+        outputs = [_verdict_output(name, verdicts, points, task["points"], bool(reasons), "check")]
+        if reasons:
+            text = "\n".join(
+                [
+                    f"For the instructor: {name} is held for review. Why:",
+                    *(f"- {r}" for r in reasons),
                 ]
             )
             outputs.append(grader_output(text, audience="instructor"))
@@ -501,12 +603,22 @@ class JudgeCaptures(NbGraderPreprocessor):
 VERDICT_STYLE = ".seqmodels-verdicts :is(td, th) { padding: 2px 16px 2px 0; text-align: left }"
 
 
+class _Line(NamedTuple):
+    """One row of a training task's table: a tier or a gate, in `Verdict`'s shape."""
+
+    case: str
+    passed: bool
+    message: str
+
+
 def _verdict_output(
-    task, verdicts: list[Verdict], points, max_points, review: bool
+    task, verdicts: list[Verdict], points, max_points, review: bool, rows: str = "case"
 ) -> NotebookNode:
     """The verdict table of one test cell, as escaped HTML and as plain text."""
     passed = sum(v.passed for v in verdicts)
-    head = f"{task}: {points:g} of {max_points:g} points ({passed} of {len(verdicts)} cases passed)"
+    head = (
+        f"{task}: {points:g} of {max_points:g} points ({passed} of {len(verdicts)} {rows}s passed)"
+    )
     held = (
         "Held for your instructor's review: a rule of this task (a tool it forbids) may have "
         "been broken. Its points are withheld until your instructor has looked at it."
@@ -516,7 +628,7 @@ def _verdict_output(
     if review:
         page.append(f"<p><strong>{html.escape(held)}</strong></p>")
     page.append(
-        f"<style>{VERDICT_STYLE}</style><table class='seqmodels-verdicts'><thead><tr><th>case</th>"
+        f"<style>{VERDICT_STYLE}</style><table class='seqmodels-verdicts'><thead><tr><th>{rows}</th>"
         "<th>result</th><th>details</th></tr></thead><tbody>"
     )
     page += ["<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in row) + "</tr>" for row in rows]

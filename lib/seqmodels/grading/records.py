@@ -26,7 +26,7 @@ SCHEMA = {
     "additionalProperties": False,
     "properties": {
         "task": {"type": "string", "maxLength": 100},
-        "kind": {"enum": ["start", "case", "done", "window"]},
+        "kind": {"enum": ["start", "case", "done", "window", "curve", "rows"]},
         "case": {"type": "string", "maxLength": 500},
         "data": {"type": "string", "maxLength": 8_000_000},
         "error": {"type": "string", "maxLength": 4000},
@@ -42,6 +42,11 @@ SCHEMA = {
             "additionalProperties": {"type": "string", "maxLength": 1000},
         },
         "forbidden": {"type": "array", "items": _NAME, "maxItems": 20},
+        # a training task (`seqmodels.grading.training`): its specification (read from the
+        # solution's run only), and the answer to the grader's evaluation request
+        "training": {"type": "object", "maxProperties": 10},
+        "call": {"type": "string", "maxLength": 20},
+        "chunk": {"type": "integer", "minimum": 0, "maximum": 10_000},
         # a trace window's record (`seqmodels.grading.trace_window`), which the grader requests
         "nonce": {"type": "string", "maxLength": 64},
         "opened": {"type": "integer", "minimum": 0},

