@@ -76,6 +76,7 @@ SANDBOX_UID = 65534  # "nobody"
 GRADER_ONLY = [
     "seqmodels.grading.after_deadline",
     "seqmodels.grading.cluster",
+    "seqmodels.grading.heldout",
     "seqmodels.grading.kernel_forks",
     "seqmodels.grading.kernel_relay",
     "seqmodels.grading.kernel_zygote",
