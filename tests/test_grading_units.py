@@ -260,3 +260,47 @@ def test_the_grading_driver_starts_without_importing_torch():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "seqmodels.grading.capture"]
+
+
+def _png(width: int, height: int, text: str | None = None) -> str:
+    import base64
+    import io
+
+    from PIL import Image, PngImagePlugin
+
+    info = PngImagePlugin.PngInfo()
+    if text:
+        info.add_text("Comment", text)
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 30, 30)).save(buffer, format="PNG", pnginfo=info)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def test_a_students_figure_reaches_formgrader_as_pixels_only():
+    """Part D's plots: PNG outputs of a student's cell are re-encoded by the grader (no text chunk
+    survives); anything else, a PNG too large to decode safely, and figures over the limit are not
+    kept."""
+    import base64
+
+    from seqmodels.grading.preprocessors import _figures
+
+    script = "<script>alert(1)</script>"
+    outputs = [
+        {"output_type": "display_data", "data": {"image/png": _png(64, 48, script)}},
+        {"output_type": "display_data", "data": {"image/svg+xml": f"<svg>{script}</svg>"}},
+        {
+            "output_type": "display_data",
+            "data": {"image/png": base64.b64encode(b"GIF89a...").decode()},
+        },
+        {"output_type": "display_data", "data": {"image/png": _png(5000, 4000)}},
+        {"output_type": "display_data", "data": {"image/png": _png(10, 10)}},
+        {"output_type": "display_data", "data": {"image/png": _png(12, 12)}},
+    ]
+    kept = _figures(outputs, limit=2)
+    assert [o["data"]["text/plain"].split(",")[1] for o in kept] == [
+        " 64 × 48 pixels",
+        " 10 × 10 pixels",
+    ]
+    for output in kept:
+        assert b"alert" not in base64.b64decode(output["data"]["image/png"])
+        assert set(output["data"]) == {"image/png", "text/plain"}

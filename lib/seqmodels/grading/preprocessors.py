@@ -479,6 +479,9 @@ class JudgeCaptures(NbGraderPreprocessor):
         config=True
     )
     max_evidence = Integer(12, help="lines of evidence kept per reason for review").tag(config=True)
+    max_figures = Integer(
+        4, help="PNG figures kept per student code cell (re-encoded by the grader)"
+    ).tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
         info = resources["nbgrader"]
@@ -504,7 +507,7 @@ class JudgeCaptures(NbGraderPreprocessor):
                 grader["scores"][grade_id] = (0.0, True)
                 outputs.append(grader_output("[no reference outputs are stored for this cell]"))
             else:
-                outputs += _errors_by_name(kernel)
+                outputs += _figures(kernel, self.max_figures) + _errors_by_name(kernel)
             cell.outputs = outputs
             count = cell.get("execution_count")
             cell.execution_count = count if type(count) is int else None
@@ -639,6 +642,50 @@ def _verdict_output(
         data={"text/html": "\n".join(page), "text/plain": text},
         metadata={AUDIENCE: "everyone"},
     )
+
+
+FIGURE_PIXELS = 4000 * 4000  # a figure larger than this is not decoded
+FIGURE_BYTES = 2_000_000  # nor one whose base64 text is longer
+
+
+def _figures(outputs: list, limit: int) -> list[NotebookNode]:
+    """The PNG figures a student's code cell displayed (part D's plots, which graders read in
+    formgrader), each decoded and re-encoded by the grader: only pixels survive (no text chunks, no
+    other format), and a figure that is not a PNG, too large, or more than `limit` is dropped."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    kept = []
+    for output in outputs:
+        data = output.get("data") if isinstance(output, dict) else None
+        png = data.get("image/png") if isinstance(data, dict) else None
+        if len(kept) >= limit or not isinstance(png, str) or len(png) > FIGURE_BYTES:
+            continue
+        try:
+            with Image.open(
+                io.BytesIO(base64.b64decode(png, validate=True)), formats=["PNG"]
+            ) as image:
+                if image.width * image.height > FIGURE_PIXELS:
+                    continue
+                pixels = image.convert("RGBA")
+            buffer = io.BytesIO()
+            pixels.save(buffer, format="PNG", optimize=True)
+        except Exception:  # noqa: BLE001 - anything that is not a readable PNG is dropped
+            continue
+        text = f"[a figure this cell drew, {pixels.width} × {pixels.height} pixels, re-encoded by the grader]"
+        kept.append(
+            new_output(
+                "display_data",
+                data={
+                    "image/png": base64.b64encode(buffer.getvalue()).decode(),
+                    "text/plain": text,
+                },
+                metadata={AUDIENCE: "everyone"},
+            )
+        )
+    return kept
 
 
 def _errors_by_name(outputs: list) -> list[NotebookNode]:
