@@ -135,8 +135,9 @@ def solution_functions(source_path: Path) -> dict:
     return namespace
 
 
-def current_manifest(ps: str) -> dict:
-    """The stored references' manifest of `ps`, checked to belong to the current solution."""
+def current_manifest(ps: str, points: float = 10) -> dict:
+    """The stored references' manifest of `ps`, checked to belong to the current solution and to
+    hold `points` autograded points."""
     from seqmodels.grading import references
 
     source = nbformat.read(ROOT / "solutions" / ps / f"{ps}.ipynb", as_version=4)
@@ -144,7 +145,7 @@ def current_manifest(ps: str) -> dict:
     assert manifest["solution_sha256"] == references.source_hash(source), (
         "the solution changed since its references were stored: run `make assignments`"
     )
-    assert sum(t["points"] for t in manifest["tasks"].values()) == 10
+    assert sum(t["points"] for t in manifest["tasks"].values()) == points
     return manifest
 
 
