@@ -3,9 +3,10 @@
 Every builder takes the release notebook, the correct answers ({answer grade_id: code}) and the
 `Targets` an attacker would aim at (the course folder, a file outside it, the library's source),
 and returns the file's bytes (a notebook, or not), so tests can also submit files that are not
-JSON. `HOSTILE` maps a student id to (builder, expected score out of 10, text the feedback must
-contain). The expected score is what the answer cells earn honestly: every attack either fails
-inside the sandbox or gains nothing.
+JSON. `HOSTILE` maps a student id to (builder, expected score out of `FULL`, PS1's autograded
+points, text the feedback must contain). The expected score is what the answer cells earn
+honestly: every attack either fails inside the sandbox or gains nothing. Part A's tasks are worth
+1, 1, 1, 2, 1, 2 points (Tasks 1 to 6); a kernel that dies keeps what the cells before it earned.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ import nbformat
 
 import ps1_attacks as attacks
 from grading_helpers import forged_grader_output
-from ps1_submissions import fill
+from ps1_submissions import AUTOGRADED, fill
+
+FULL = AUTOGRADED
+BEFORE_TASK_4 = 3  # Tasks 1-3: what a kernel that dies at Task 4's answer cell keeps
+BEFORE_TASK_6 = 6  # Tasks 1-5
 
 
 @dataclass(frozen=True)
@@ -232,37 +237,41 @@ def _hooks(release, answers, targets):
 HOSTILE: dict[str, tuple[Builder, float, str]] = {
     "hostile-infinite-loop": (
         _replace(
-            "sample_sentence",
-            "def sample_sentence(probs, generator, max_len=20):\n    while True:\n        pass",
+            "kneser_ney_probs",
+            "def kneser_ney_probs(counts, discounts):\n    while True:\n        pass",
         ),
-        8,
+        FULL - 2,  # Task 4's cell times out; the cells after it run
         "not run",
     ),
-    "hostile-os-exit": (_with("sample_sentence", "import os\nos._exit(1)"), 6, "kernel died"),
+    "hostile-os-exit": (
+        _with("kneser_ney_probs", "import os\nos._exit(1)"),
+        BEFORE_TASK_4,
+        "kernel died",
+    ),
     "hostile-segfault": (
-        _with("ffn_logits", "import ctypes\nctypes.string_at(0)"),
-        8,
+        _with("ffn_log_probs", "import ctypes\nctypes.string_at(0)"),
+        BEFORE_TASK_6,
         "kernel died",
     ),
     "hostile-memory": (  # 4 GiB: fine on the machine, over the kernel's limit in the tests (3 GiB)
         _with("add_k_probs", "import torch\n_hog = torch.ones(2**32, dtype=torch.uint8)"),
-        10,
+        FULL,
         "raised RuntimeError",
     ),
     "hostile-not-json": (_not_json, 0, "could not be read as a notebook"),
-    "hostile-tests-deleted": (_edit_tests(lambda cell: []), 10, "pass"),
-    "hostile-tests-edited": (_edit_tests(_edit_source), 10, "pass"),
-    "hostile-tests-duplicated": (_edit_tests(_duplicate), 10, "pass"),
-    "hostile-tests-skip-execution": (_edit_tests(_retag), 10, "pass"),
-    "hostile-metadata-changed": (_edit_tests(_change_metadata), 10, "pass"),
-    "hostile-kernelspec": (_kernelspec, 10, "pass"),
+    "hostile-tests-deleted": (_edit_tests(lambda cell: []), FULL, "pass"),
+    "hostile-tests-edited": (_edit_tests(_edit_source), FULL, "pass"),
+    "hostile-tests-duplicated": (_edit_tests(_duplicate), FULL, "pass"),
+    "hostile-tests-skip-execution": (_edit_tests(_retag), FULL, "pass"),
+    "hostile-metadata-changed": (_edit_tests(_change_metadata), FULL, "pass"),
+    "hostile-kernelspec": (_kernelspec, FULL, "pass"),
     "hostile-100mb-printed": (
         _with("bigram_counts", "import sys\nsys.stdout.write('x' * 100_000_000)"),
-        10,
+        FULL,
         "output truncated",
     ),
-    "hostile-huge-outputs-of-every-type": (_last_cell(attacks.HUGE_OUTPUTS), 10, "truncated"),
-    "hostile-huge-error": (_last_cell(attacks.HUGE_ERROR), 10, "discarded unread"),
+    "hostile-huge-outputs-of-every-type": (_last_cell(attacks.HUGE_OUTPUTS), FULL, "truncated"),
+    "hostile-huge-error": (_last_cell(attacks.HUGE_ERROR), FULL, "discarded unread"),
     "hostile-stderr-warnings": (
         _with(
             "bigram_counts",
@@ -270,7 +279,7 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
             "def bigram_counts(*args):\n    warnings.warn('a harmless warning')\n"
             "    import sys; print('to stderr', file=sys.stderr)\n    return _orig(*args)",
         ),
-        10,
+        FULL,
         "pass",
     ),
     "hostile-patched-comparisons": (
@@ -282,12 +291,12 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
             "def bigram_counts(sentences, vocab_size):\n"
             "    return torch.zeros(vocab_size, vocab_size, dtype=torch.int64)",
         ),
-        8 + 2 / 7,  # zeros are right for one of task 1's seven cases: "no sentences at all"
+        FULL - 1 + 1 / 8,  # zeros are right for one of Task 1's eight cases: "no sentences at all"
         "FAIL",
     ),
     "hostile-eq-always-true": (
         _replace("add_k_probs", LIAR + "\ndef add_k_probs(counts, k):\n    return Liar()"),
-        8,
+        FULL - 1,
         "TypeError",
     ),
     "hostile-uses-library": (
@@ -299,7 +308,7 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
             "    p = (counts.double() + k) / (counts.sum(1, keepdim=True).double() + k * (V - 1))\n"
             "    p[:, 0] = 0\n    return p",
         ),
-        8,
+        FULL - 1,
         "raised ImportError",  # the library's implementations do not exist in the sandbox
     ),
     "hostile-imports-library-dynamically": (
@@ -309,40 +318,44 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
             "_ngram = importlib.import_module('seqmodels.' + 'ngram')\n"
             "def add_k_probs(counts, k):\n    return _ngram.NGramLM",
         ),
-        8,
+        FULL - 1,
         "raised ImportError",
     ),
-    "hostile-forged-captures": (_forged_checker, 10, "pass"),
-    "hostile-reads-references": (_replace("bigram_counts", attacks.READ_REFERENCES), 8, "FAIL"),
-    "hostile-reads-solution": (_replace("bigram_counts", attacks.READ_SOLUTION), 8, "FAIL"),
-    "hostile-reads-peers": (_replace("bigram_counts", attacks.READ_PEERS), 8, "FAIL"),
-    "hostile-writes-grades-and-grader-files": (_last_cell(attacks.WRITE_GRADES), 10, "pass"),
-    "hostile-daemon-outlives-the-kernel": (_daemon, 10, "pass"),
-    "hostile-stops-the-grader": (_with("bigram_counts", attacks.STOP_EVERYONE), 10, "pass"),
-    "hostile-reaches-out": (_last_cell(attacks.REACH_OUT), 10, "pass"),
-    "hostile-plant-files": (_last_cell(attacks.PLANT), 10, "pass"),
-    "hostile-leaks-through-hooks": (_hooks, 10, "exception of its own type"),
-    "hostile-memory-in-children": (_last_cell(attacks.MEMORY_IN_CHILDREN), 10, "pass"),
-    "hostile-fork-bomb": (_last_cell(attacks.FORK_BOMB), 10, "pass"),
+    "hostile-forged-captures": (_forged_checker, FULL, "pass"),
+    "hostile-reads-references": (
+        _replace("bigram_counts", attacks.READ_REFERENCES),
+        FULL - 1,
+        "FAIL",
+    ),
+    "hostile-reads-solution": (_replace("bigram_counts", attacks.READ_SOLUTION), FULL - 1, "FAIL"),
+    "hostile-reads-peers": (_replace("bigram_counts", attacks.READ_PEERS), FULL - 1, "FAIL"),
+    "hostile-writes-grades-and-grader-files": (_last_cell(attacks.WRITE_GRADES), FULL, "pass"),
+    "hostile-daemon-outlives-the-kernel": (_daemon, FULL, "pass"),
+    "hostile-stops-the-grader": (_with("bigram_counts", attacks.STOP_EVERYONE), FULL, "pass"),
+    "hostile-reaches-out": (_last_cell(attacks.REACH_OUT), FULL, "pass"),
+    "hostile-plant-files": (_last_cell(attacks.PLANT), FULL, "pass"),
+    "hostile-leaks-through-hooks": (_hooks, FULL, "exception of its own type"),
+    "hostile-memory-in-children": (_last_cell(attacks.MEMORY_IN_CHILDREN), FULL, "pass"),
+    "hostile-fork-bomb": (_last_cell(attacks.FORK_BOMB), FULL, "pass"),
     "hostile-one-4gb-message": (
         _with("bigram_counts", attacks.HUGE_MESSAGE),
-        10,
+        FULL,
         "discarded unread",
     ),
     "hostile-replaces-its-sockets": (
         _last_cell(attacks.REPLACE_SOCKETS),
-        10,
+        FULL,
         "replaced its socket files",
     ),
-    "hostile-fills-the-file-table": (_last_cell(attacks.FILL_FILE_TABLE), 10, "pass"),
+    "hostile-fills-the-file-table": (_last_cell(attacks.FILL_FILE_TABLE), FULL, "pass"),
     "hostile-forges-grader-output": (_forges_grader_output, 0, "FAIL"),
-    "hostile-markup-in-its-own-cells": (_markup_cells, 10, "pass"),
+    "hostile-markup-in-its-own-cells": (_markup_cells, FULL, "pass"),
     "hostile-oversize": (_oversize, 0, "over the 20 MB limit"),
-    "honest-duplicated-answer-last-copy-finished": (_duplicated_answer, 10, "pass"),
-    "honest-helper-cell-mentions-checker": (_helper_cell_with_words, 10, "pass"),
+    "honest-duplicated-answer-last-copy-finished": (_duplicated_answer, FULL, "pass"),
+    "honest-helper-cell-mentions-checker": (_helper_cell_with_words, FULL, "pass"),
     "wrong-add-k-in-float16": (
         _replace("add_k_probs", attacks.FLOAT16_WRONG_ADD_K),
-        8,
+        FULL - 1,
         "wrong dtype",
     ),
 }

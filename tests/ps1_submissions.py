@@ -4,6 +4,9 @@ A helper for tests of the grading pipeline (not a test module itself). `solution
 correct answer cells out of the nbgrader source notebook, `fill` writes answers into a copy of a
 notebook (the student release, or the source itself), and `WRONG` lists realistic buggy answer
 cells, each with one bug that should cost points on its own task only.
+
+PS1's autograded points are Part A's, `AUTOGRADED`; with its written parts (C and D, graded by hand)
+the set has `MAX_SCORE` (Part B, 6 more autograded points, is still to come).
 """
 
 from __future__ import annotations
@@ -14,6 +17,15 @@ import nbformat
 
 _MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
+AUTOGRADED = 8  # Part A: Tasks 1, 2, 3, 5 one point each, Tasks 4 and 6 two
+MAX_SCORE = 14  # and Part C (3) and Part D (3), graded by hand
+
+#: answer cells that run an experiment graded by hand (PS1's Part D, about 10 s on one core): the
+#: submissions built for the grading round trips leave them as a comment, since they earn no
+#: autograded point; tests/test_grading_ps1.py runs the solution's own experiment
+EXPERIMENTS = {"d_experiment"}
+EXPERIMENT_LEFT_OUT = "# (the experiment of this cell is not run in the grading round trips)"
+
 
 def _grade_id(cell: nbformat.NotebookNode) -> str | None:
     return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
@@ -23,13 +35,16 @@ def _is_answer(cell: nbformat.NotebookNode) -> bool:
     return bool(cell.get("metadata", {}).get("nbgrader", {}).get("solution"))
 
 
-def solution_answers(source: nbformat.NotebookNode) -> dict[str, str]:
-    """grade_id → answer-cell code of the source notebook, the solution markers removed."""
+def solution_answers(source: nbformat.NotebookNode, experiments: bool = False) -> dict[str, str]:
+    """grade_id → answer-cell code of the source notebook, the solution markers removed; the
+    answer cells named in `EXPERIMENTS` hold `EXPERIMENT_LEFT_OUT` unless `experiments`."""
     answers = {}
     for cell in source.cells:
         if cell.cell_type == "code" and _is_answer(cell):
             lines = [ln for ln in cell.source.splitlines() if ln.strip() not in _MARKERS]
             answers[_grade_id(cell)] = "\n".join(lines)
+            if _grade_id(cell) in EXPERIMENTS and not experiments:
+                answers[_grade_id(cell)] = EXPERIMENT_LEFT_OUT
     return answers
 
 
@@ -132,81 +147,166 @@ def perplexity(probs: torch.Tensor, sentences: list[list[str]], stoi: dict[str, 
     return math.exp(nll / n)
 '''
 
-_SAMPLE_ARGMAX = '''
-def sample_sentence(
-    probs: torch.Tensor, generator: torch.Generator, max_len: int = 20
-) -> list[int]:
-    """Word ids drawn from the bigram model after <s>, until </s> (not included) or max_len."""
-    out: list[int] = []
-    prev = 0
-    while len(out) < max_len:
-        nxt = int(torch.argmax(probs[prev]))
-        if nxt == 1:
-            break
-        out.append(nxt)
-        prev = nxt
-    return out
-'''
+_DISCOUNTS_AT_LEAST_R = """
+def kn_discounts(counts: torch.Tensor) -> torch.Tensor:
+    \"\"\"(3,) float64 [D1, D2, D3+] of modified Kneser-Ney from the count-of-counts n_1 .. n_4.\"\"\"
+    n1, n2, n3, n4 = (int((counts >= r).sum()) for r in (1, 2, 3, 4))
+    if 0 in (n1, n2, n3, n4):
+        raise ValueError("some count-of-count n_r is 0")
+    y = n1 / (n1 + 2 * n2)
+    d = [1 - 2 * y * n2 / n1, 2 - 3 * y * n3 / n2, 3 - 4 * y * n4 / n3]
+    return torch.tensor(d, dtype=torch.float64, device=counts.device)
+"""
 
-_SAMPLE_GLOBAL_RNG = '''
-def sample_sentence(
-    probs: torch.Tensor, generator: torch.Generator, max_len: int = 20
-) -> list[int]:
-    """Word ids drawn from the bigram model after <s>, until </s> (not included) or max_len."""
-    out: list[int] = []
-    prev = 0
-    while len(out) < max_len:
-        nxt = int(torch.multinomial(probs[prev], 1))
-        if nxt == 1:
-            break
-        out.append(nxt)
-        prev = nxt
-    return out
-'''
+_DISCOUNTS_OFF_BY_ONE = """
+def kn_discounts(counts: torch.Tensor) -> torch.Tensor:
+    \"\"\"(3,) float64 [D1, D2, D3+] of modified Kneser-Ney from the count-of-counts n_1 .. n_4.\"\"\"
+    n = [int((counts == r).sum()) for r in range(4)]
+    if 0 in n:
+        raise ValueError("some count-of-count n_r is 0")
+    n1, n2, n3, n4 = n
+    y = n1 / (n1 + 2 * n2)
+    d = [1 - 2 * y * n2 / n1, 2 - 3 * y * n3 / n2, 3 - 4 * y * n4 / n3]
+    return torch.tensor(d, dtype=torch.float64, device=counts.device)
+"""
 
-_FFN_NO_D = '''
-def ffn_logits(
-    C: torch.Tensor,
-    H: torch.Tensor,
-    d: torch.Tensor,
-    U: torch.Tensor,
-    b: torch.Tensor,
-    contexts: torch.Tensor,
-) -> torch.Tensor:
-    """(batch, V) logits b + tanh(d + x H^T) U^T, x the context embeddings concatenated in order."""
-    x = torch.cat([C[contexts[:, i]] for i in range(contexts.shape[1])], dim=1)
-    return b + torch.tanh(x @ H.T) @ U.T
-'''
+_DISCOUNTS_NO_CHECK = """
+def kn_discounts(counts: torch.Tensor) -> torch.Tensor:
+    \"\"\"(3,) float64 [D1, D2, D3+] of modified Kneser-Ney from the count-of-counts n_1 .. n_4.\"\"\"
+    n1, n2, n3, n4 = (int((counts == r).sum()) for r in (1, 2, 3, 4))
+    y = n1 / (n1 + 2 * n2)
+    d = [1 - 2 * y * n2 / n1, 2 - 3 * y * n3 / n2, 3 - 4 * y * n4 / n3]
+    return torch.tensor(d, dtype=torch.float64, device=counts.device)
+"""
 
-_FFN_REVERSED = '''
-def ffn_logits(
-    C: torch.Tensor,
-    H: torch.Tensor,
-    d: torch.Tensor,
-    U: torch.Tensor,
-    b: torch.Tensor,
-    contexts: torch.Tensor,
-) -> torch.Tensor:
-    """(batch, V) logits b + tanh(d + x H^T) U^T, x the context embeddings concatenated in order."""
-    n = contexts.shape[1]
-    x = torch.cat([C[contexts[:, n - 1 - i]] for i in range(n)], dim=1)
-    return b + torch.tanh(d + x @ H.T) @ U.T
-'''
+_DISCOUNTS_CLIPPED = """
+def kn_discounts(counts: torch.Tensor) -> torch.Tensor:
+    \"\"\"(3,) float64 [D1, D2, D3+] of modified Kneser-Ney from the count-of-counts n_1 .. n_4.\"\"\"
+    n1, n2, n3, n4 = (int((counts == r).sum()) for r in (1, 2, 3, 4))
+    if 0 in (n1, n2, n3, n4):
+        raise ValueError("some count-of-count n_r is 0")
+    y = n1 / (n1 + 2 * n2)
+    d = [1 - 2 * y * n2 / n1, 2 - 3 * y * n3 / n2, 3 - 4 * y * n4 / n3]
+    d = [min(max(value, 0.0), r) for value, r in zip(d, (1, 2, 3))]  # a discount in [0, r]
+    return torch.tensor(d, dtype=torch.float64, device=counts.device)
+"""
 
-_FFN_FLOAT64 = '''
-def ffn_logits(
-    C: torch.Tensor,
-    H: torch.Tensor,
-    d: torch.Tensor,
-    U: torch.Tensor,
-    b: torch.Tensor,
-    contexts: torch.Tensor,
-) -> torch.Tensor:
-    """(batch, V) logits b + tanh(d + x H^T) U^T, x the context embeddings concatenated in order."""
-    C, H, d, U, b = (t.double() for t in (C, H, d, U, b))
-    x = C[contexts].reshape(contexts.shape[0], -1)
-    return b + torch.tanh(d + x @ H.T) @ U.T
-'''
+# Task 4: one correct implementation, written row by row as a student might, and its bugs
+_KN = """
+def kneser_ney_probs(counts: torch.Tensor, discounts: torch.Tensor) -> torch.Tensor:
+    \"\"\"(V, V) float64 interpolated modified Kneser-Ney bigram probabilities; rows sum to 1.\"\"\"
+    V = counts.shape[0]
+    C = counts.double()
+    d1, d2, d3 = discounts.double()
+
+    def discount(c):
+        D = torch.zeros_like(c)
+        D[c == 1] = d1
+        D[c == 2] = d2
+        D[c >= 3] = d3
+        return D
+
+    def level(c, lower):
+        D = discount(c)
+        total = c.sum(dim=1, keepdim=True)
+        gamma = D.sum(dim=1, keepdim=True) / total
+        out = torch.clamp(c - D, min=0) / total + gamma * lower
+        return torch.where(total > 0, out, lower)
+
+    uniform = torch.full((1, V), 1.0 / (V - 1), dtype=torch.float64, device=C.device)
+    uniform[0, 0] = 0
+    N = (C > 0).sum(dim=0, keepdim=True).double()
+    return level(C, level(N, uniform))
+"""
+
+
+def _kn(*edits: tuple[str, str]) -> str:
+    """`_KN` with each (right, wrong) edit applied once."""
+    code = _KN
+    for right, wrong in edits:
+        assert code.count(right) == 1, right
+        code = code.replace(right, wrong)
+    return code
+
+
+_KN_ONE_DISCOUNT = _kn(("D[c == 2] = d2", "D[c == 2] = d1"), ("D[c >= 3] = d3", "D[c >= 3] = d1"))
+_KN_TWOS_GET_D3 = _kn(("D[c >= 3] = d3", "D[c >= 2] = d3"))
+_KN_GAMMA_WRONG_AXIS = _kn(
+    ("gamma = D.sum(dim=1, keepdim=True) / total", "gamma = D.sum(dim=0, keepdim=True) / total")
+)
+_KN_CONTINUATION_FROM_UNIGRAMS = _kn(
+    ("N = (C > 0).sum(dim=0, keepdim=True).double()", "N = C.sum(dim=0, keepdim=True)")
+)
+_KN_UNSEEN_CONTEXT_ZEROS = _kn(
+    ("return torch.where(total > 0, out, lower)", "return torch.nan_to_num(out)")
+)
+_KN_UNIFORM_OVER_V = _kn(("    uniform[0, 0] = 0\n", ""))
+_KN_CONTINUATION_NOT_SMOOTHED = _kn(
+    ("return level(C, level(N, uniform))", "return level(C, N / N.sum())")
+)
+
+_FFN = """
+def ffn_log_probs(params: dict[str, torch.Tensor], contexts: torch.Tensor) -> torch.Tensor:
+    \"\"\"(batch, V) log-probabilities of the feed-forward LM with tied embeddings (W_hy = E P).\"\"\"
+    E, W_xh, b_h, P, b_y = (params[k] for k in ("E", "W_xh", "b_h", "P", "b_y"))
+    x = torch.cat([E[contexts[:, i]] for i in range(contexts.shape[1])], dim=1)
+    h = torch.tanh(x @ W_xh.T + b_h)
+    logits = h @ P.T @ E.T + b_y
+    m = logits.max(dim=1, keepdim=True).values
+    return logits - m - torch.log(torch.exp(logits - m).sum(dim=1, keepdim=True))
+"""
+
+
+def _ffn(*edits: tuple[str, str]) -> str:
+    """`_FFN` with each (right, wrong) edit applied once."""
+    code = _FFN
+    for right, wrong in edits:
+        assert code.count(right) == 1, right
+        code = code.replace(right, wrong)
+    return code
+
+
+_FFN_NO_MAX_SHIFT = _ffn(
+    (
+        "return logits - m - torch.log(torch.exp(logits - m).sum(dim=1, keepdim=True))",
+        "return torch.log(torch.exp(logits) / torch.exp(logits).sum(dim=1, keepdim=True))",
+    )
+)
+_FFN_REVERSED_CONTEXT = _ffn(
+    ("E[contexts[:, i]] for i in range", "E[contexts[:, -1 - i]] for i in range")
+)
+_FFN_PROBABILITIES = _ffn(
+    (
+        "return logits - m - torch.log(torch.exp(logits - m).sum(dim=1, keepdim=True))",
+        "return torch.exp(logits - m) / torch.exp(logits - m).sum(dim=1, keepdim=True)",
+    )
+)
+_FFN_NO_GRAD = _ffn(
+    (
+        "    E, W_xh",
+        "    return _forward(params, contexts)\n\n\n"
+        "@torch.no_grad()\ndef _forward(params, contexts):\n    E, W_xh",
+    )
+)
+_FFN_SHIFTS_B_Y_IN_PLACE = _ffn(
+    (
+        "    x = torch.cat",
+        "    b_y -= b_y.max()  # smaller logits, the same softmax\n    x = torch.cat",
+    )
+)
+_FFN_FLOAT64 = _ffn(
+    (
+        "E, W_xh, b_h, P, b_y = (params[k] for k in",
+        "E, W_xh, b_h, P, b_y = (params[k].double() for k in",
+    )
+)
+
+#: name → (grade_id of the answer cell, a right answer written otherwise, its test cell): each
+#: must keep every case
+REWRITES: dict[str, tuple[str, str, str]] = {
+    "kn_row_by_row_with_masks": ("kneser_ney_probs", _KN.strip("\n"), "test_kneser_ney_probs"),
+    "ffn_concatenated_by_hand": ("ffn_log_probs", _FFN.strip("\n"), "test_ffn_log_probs"),
+}
 
 #: name → (grade_id of the answer cell, buggy code for it, grade_id of the test cell that loses points)
 WRONG: dict[str, tuple[str, str, str]] = {
@@ -224,10 +324,46 @@ WRONG: dict[str, tuple[str, str, str]] = {
             "test_perplexity",
         ),
         "perplexity_log2_then_exp": ("perplexity", _PPL_LOG2, "test_perplexity"),
-        "sample_argmax": ("sample_sentence", _SAMPLE_ARGMAX, "test_sample_sentence"),
-        "sample_global_rng": ("sample_sentence", _SAMPLE_GLOBAL_RNG, "test_sample_sentence"),
-        "ffn_forget_d": ("ffn_logits", _FFN_NO_D, "test_ffn_logits"),
-        "ffn_reversed_context": ("ffn_logits", _FFN_REVERSED, "test_ffn_logits"),
-        "ffn_casts_to_float64": ("ffn_logits", _FFN_FLOAT64, "test_ffn_logits"),
+        "discounts_count_at_least_r": ("kn_discounts", _DISCOUNTS_AT_LEAST_R, "test_kn_discounts"),
+        "discounts_n_r_off_by_one": ("kn_discounts", _DISCOUNTS_OFF_BY_ONE, "test_kn_discounts"),
+        "discounts_never_raise": ("kn_discounts", _DISCOUNTS_NO_CHECK, "test_kn_discounts"),
+        "discounts_clipped": ("kn_discounts", _DISCOUNTS_CLIPPED, "test_kn_discounts"),
+        "kn_one_discount_for_every_count": (
+            "kneser_ney_probs",
+            _KN_ONE_DISCOUNT,
+            "test_kneser_ney_probs",
+        ),
+        "kn_twos_get_d3": ("kneser_ney_probs", _KN_TWOS_GET_D3, "test_kneser_ney_probs"),
+        "kn_gamma_wrong_axis": ("kneser_ney_probs", _KN_GAMMA_WRONG_AXIS, "test_kneser_ney_probs"),
+        "kn_continuation_from_unigram_counts": (
+            "kneser_ney_probs",
+            _KN_CONTINUATION_FROM_UNIGRAMS,
+            "test_kneser_ney_probs",
+        ),
+        "kn_unseen_context_zeros": (
+            "kneser_ney_probs",
+            _KN_UNSEEN_CONTEXT_ZEROS,
+            "test_kneser_ney_probs",
+        ),
+        "kn_uniform_includes_bos": (
+            "kneser_ney_probs",
+            _KN_UNIFORM_OVER_V,
+            "test_kneser_ney_probs",
+        ),
+        "kn_continuation_not_smoothed": (
+            "kneser_ney_probs",
+            _KN_CONTINUATION_NOT_SMOOTHED,
+            "test_kneser_ney_probs",
+        ),
+        "ffn_no_max_shift": ("ffn_log_probs", _FFN_NO_MAX_SHIFT, "test_ffn_log_probs"),
+        "ffn_reversed_context": ("ffn_log_probs", _FFN_REVERSED_CONTEXT, "test_ffn_log_probs"),
+        "ffn_returns_probabilities": ("ffn_log_probs", _FFN_PROBABILITIES, "test_ffn_log_probs"),
+        "ffn_under_no_grad": ("ffn_log_probs", _FFN_NO_GRAD, "test_ffn_log_probs"),
+        "ffn_shifts_b_y_in_place": (
+            "ffn_log_probs",
+            _FFN_SHIFTS_B_Y_IN_PLACE,
+            "test_ffn_log_probs",
+        ),
+        "ffn_casts_to_float64": ("ffn_log_probs", _FFN_FLOAT64, "test_ffn_log_probs"),
     }.items()
 }

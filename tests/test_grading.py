@@ -40,7 +40,7 @@ from grading_helpers import (
     sandbox_processes,
 )
 from ps1_hostile import HOSTILE, Targets, build_all
-from ps1_submissions import WRONG, fill
+from ps1_submissions import AUTOGRADED, MAX_SCORE, WRONG, fill
 from seqmodels.grading import leaks, references
 from seqmodels.grading.capture import _encode
 from seqmodels.grading.cluster import ALLOWED_FAILURES
@@ -106,13 +106,13 @@ def graded(course: Path, tmp_path_factory):
 
 
 def test_the_solution_earns_full_marks_and_the_blank_release_none(graded):
-    assert graded["scores"]["solution"] == 10
+    assert graded["scores"]["solution"] == AUTOGRADED
     assert graded["scores"]["blank"] == 0
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
 def test_a_plausible_wrong_answer_earns_partial_credit_with_pointed_feedback(graded, name):
-    assert 0 < graded["scores"][f"wrong-{name}"] < 10
+    assert 0 < graded["scores"][f"wrong-{name}"] < AUTOGRADED
     html = feedback(graded["course"], f"wrong-{name}")
     assert "FAIL" in html and any(
         kind in html
@@ -189,6 +189,16 @@ WRITTEN = {
     "$C_w / p_w = \\lambda$, and summing gives $\\lambda = c(h)$. Concave, so a maximum.",
     "c2_perplexity_bounds": "Each term is $-\\ln V$, so the perplexity is $V$. Add-k never gives 0; "
     "maximum likelihood gives an unseen bigram 0, and $\\ln 0 = -\\infty$.",
+    "c3_kn_normalisation": "Seen tokens keep $c - D(c) \\ge 0$, so the kept mass is "
+    "$1 - \\gamma(h)$ and the row sums to $1 - \\gamma + \\gamma = 1$. Hosts follows few contexts.",
+    "d_discount_analysis": "One discount D = 0.6 is best (42.22); add-k needs a tiny k because "
+    "its k(V - 1) pseudo-counts swamp rare contexts.",
+}
+WRITTEN_POINTS = {
+    "c1_mle_derivation": 1,
+    "c2_perplexity_bounds": 1,
+    "c3_kn_normalisation": 1,
+    "d_discount_analysis": 3,
 }
 
 
@@ -228,7 +238,7 @@ def test_part_c_reaches_formgrader_with_its_model_answers_and_rubric(graded):
     questions = {
         c.metadata.nbgrader["grade_id"]: c for c in source.cells if "MARK SCHEME" in c.source
     }
-    assert sorted(questions) == ["c1_question", "c2_question"]
+    assert sorted(questions) == ["c1_question", "c2_question", "c3_question", "d_question"]
     for student in ("solution", "blank"):
         path = course / "grading" / "autograded" / student / PS / f"{PS}.ipynb"
         cells = {
@@ -241,24 +251,24 @@ def test_part_c_reaches_formgrader_with_its_model_answers_and_rubric(graded):
             assert len(runs) >= 8 and all(" ".join(r.split()) in shown for r in runs)
         for grade_id in WRITTEN:
             meta = cells[grade_id].metadata.nbgrader
-            assert meta["solution"] and meta["grade"] and meta["points"] == 1
+            assert meta["solution"] and meta["grade"] and meta["points"] == WRITTEN_POINTS[grade_id]
     answer = " ".join(cells_of(course, "solution")["c1_mle_derivation"].source.split())
     assert "summing gives" in answer
     with Gradebook(f"sqlite:///{course / 'grading' / 'gradebook.db'}") as gradebook:
-        assert gradebook.find_assignment(PS).max_score == 12
+        assert gradebook.find_assignment(PS).max_score == MAX_SCORE
         manual = {
             c.name: c.max_score
             for c in gradebook.find_notebook(PS, PS).grade_cells
             if c.cell_type == "markdown"
         }
-        assert manual == dict.fromkeys(WRITTEN, 1)
+        assert manual == WRITTEN_POINTS
         for grade_id in WRITTEN:
             written = gradebook.find_grade(grade_id, PS, PS, "solution")
             assert written.needs_manual_grade and written.auto_score is None
             left = gradebook.find_grade(grade_id, PS, PS, "blank")  # nbgrader: unchanged is 0
             assert not left.needs_manual_grade and left.auto_score == 0
     rows = graded["rows"]
-    assert (rows["solution"]["autograded"], rows["solution"]["manual"]) == ("10", "0")
+    assert (rows["solution"]["autograded"], rows["solution"]["manual"]) == (str(AUTOGRADED), "0")
     assert rows["solution"]["manual_status"] == "not graded yet"
     assert rows["solution"]["review"] == ""  # the review column is for held test cells
     assert rows["blank"]["manual_status"] == "graded"  # nothing written: 0, nobody to read it
@@ -357,7 +367,7 @@ def test_a_changed_submission_is_graded_again_and_a_manual_score_is_kept(graded)
         grade = gradebook.find_grade(cell, PS, PS, "blank")
         assert grade.manual_score == 0.5 and grade.auto_score == grade.max_score
         assert grade.needs_manual_grade  # the instructor's score stands until they look again
-        assert gradebook.find_submission(PS, "solution").score == 10  # untouched
+        assert gradebook.find_submission(PS, "solution").score == AUTOGRADED  # untouched
 
 
 def test_the_release_is_in_sync_and_holds_no_solutions_hidden_tests_or_references(course):
@@ -365,7 +375,7 @@ def test_the_release_is_in_sync_and_holds_no_solutions_hidden_tests_or_reference
 
 
 def test_stored_references_belong_to_the_current_solution():
-    current_manifest(PS)
+    current_manifest(PS, points=AUTOGRADED)
 
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -471,7 +481,7 @@ def test_killed_workers_hangs_and_a_worker_killing_submission(tmp_path):
     assert len(killed["e-kills-every-worker"]) == ALLOWED_FAILURES + 1
     rows = read_csv(course)
     for student in ("a-solution", "b-worker-killed", "d-solution"):
-        assert float(rows[student]["score"]) == 10, (student, rows[student])
+        assert float(rows[student]["score"]) == AUTOGRADED, (student, rows[student])
     assert "did not finish within 45 s" in rows["c-worker-hangs"]["note"]
     assert "stopped its grading worker each time" in rows["e-kills-every-worker"]["note"]
     for student in ("c-worker-hangs", "e-kills-every-worker"):
@@ -503,7 +513,7 @@ def test_grading_refuses_without_the_sandbox_unless_told_it_is_unsafe(tmp_path):
     unsafe = run(course, *cmd, "--unsafe-no-sandbox", env=no_bwrap)
     assert "WARNING: grading WITHOUT a sandbox" in unsafe.stdout
     row = read_csv(course)["solution"]
-    assert float(row["score"]) == 10 and row["sandbox"].startswith("NONE (unsafe")
+    assert float(row["score"]) == AUTOGRADED and row["sandbox"].startswith("NONE (unsafe")
 
 
 def test_tampered_references_stop_grading_with_a_clear_error(tmp_path):
@@ -562,7 +572,7 @@ def test_the_round_trip_as_an_ordinary_user(tmp_path_factory):
     result = run(course, "runuser", "-u", user, "--", *command, env=env)
     assert "sandbox: bubblewrap" in result.stdout
     rows = read_csv(course)
-    expected = {"solution": 10, "blank": 0, **{n: HOSTILE[n][1] for n in NONROOT_CASES}}
+    expected = {"solution": AUTOGRADED, "blank": 0, **{n: HOSTILE[n][1] for n in NONROOT_CASES}}
     assert {s: float(r["score"]) for s, r in rows.items()} == pytest.approx(expected)
     assert fingerprint(course / "solutions", course / "nbgrader_config.py", LIBRARY) == before
     assert not canary.exists()
@@ -590,4 +600,4 @@ def test_a_symbolic_link_in_a_submission_is_not_followed(tmp_path):
     )
     result = run(course, str(BIN / "python"), "-m", "seqmodels.grading.run", PS, env=LIMITS)
     assert "removed the symbolic link leak.safetensors" in result.stdout
-    assert float(read_csv(course)["symlink"]["score"]) == 8  # task 1 earns nothing
+    assert float(read_csv(course)["symlink"]["score"]) == AUTOGRADED - 1  # task 1 earns nothing
