@@ -24,7 +24,7 @@ from nbclient import NotebookClient
 from seqmodels.grading.release import NAME, build_repository
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ps1_submissions import fill, solution_answers  # noqa: E402
+from ps1_submissions import EXPERIMENTS, fill, solution_answers  # noqa: E402
 
 pytestmark = pytest.mark.student
 
@@ -148,6 +148,18 @@ def test_the_blank_release_fails_each_test_cell_readably(student_kernel, tmp_pat
         if error.ename == "AssertionError":
             assert "public checks failed" in error.evalue, error.evalue
         assert PASSED not in text_of(cell)
-    # answer cells define functions without running them, so only test cells fail
-    setup = [c for c in notebook.cells if c.cell_type == "code" and c not in cells]
+    # answer cells define functions without running them, so only test cells fail, and Part D's
+    # experiment, which runs where it stands: NotImplementedError until it is written
+    experiments = [
+        c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") in EXPERIMENTS
+    ]
+    assert experiments and all(
+        [o.ename for o in c.outputs if o.output_type == "error"] == ["NotImplementedError"]
+        for c in experiments
+    )
+    setup = [
+        c
+        for c in notebook.cells
+        if c.cell_type == "code" and c not in cells and c not in experiments
+    ]
     assert not [o for c in setup for o in c.outputs if o.output_type == "error"]
