@@ -409,6 +409,8 @@ def test_part_d_runs_within_its_time_and_its_model_answer_quotes_the_numbers(sol
     (experiment,) = (
         solution_answers(source, experiments=True)[name] for name in sorted(EXPERIMENTS)
     )
+    assert experiment.startswith("%matplotlib inline\n")  # a grading sandbox's backend is Agg
+    experiment = experiment.removeprefix("%matplotlib inline\n")  # not Python
     namespace = dict(solution)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
