@@ -190,7 +190,13 @@ def forged_grader_output(release: nbformat.NotebookNode) -> nbformat.NotebookNod
 
 
 def grade_submissions(
-    course: Path, ps: str, tests: list, wrong: dict, rule_breakers: dict, honest: dict | None = None
+    course: Path,
+    ps: str,
+    tests: list,
+    wrong: dict,
+    rule_breakers: dict,
+    honest: dict | None = None,
+    env: dict | None = None,
 ) -> dict:
     """Grade the solution, the blank release, each wrong answer, each rule-breaker, each honest
     submission and one that forges the grader's output, of `ps`.
@@ -199,7 +205,9 @@ def grade_submissions(
     answer code, ...)`` as the ``psN_submissions`` modules give them; each replaces one answer of
     the solution. `honest` maps a name to ``(answer cell, code, extra cell or None)``: right answers
     written in ways a name-matching grader flagged, and an extra cell appended after that answer
-    (the student's own check). Returns the scores, the CSV rows, the students and the grading time.
+    (the student's own check). `env` adds to the grader's environment (e.g.
+    ``SEQMODELS_GRADING_PROFILE``). Returns the scores, the CSV rows, the students and the grading
+    time.
     """
     import time
 
@@ -230,7 +238,14 @@ def grade_submissions(
     submit(course, files, ps)
     start = time.monotonic()
     result = run(
-        course, str(BIN / "python"), "-m", "seqmodels.grading.run", ps, "--jobs", "2", env=LIMITS
+        course,
+        str(BIN / "python"),
+        "-m",
+        "seqmodels.grading.run",
+        ps,
+        "--jobs",
+        "2",
+        env={**LIMITS, **(env or {})},
     )
     seconds = time.monotonic() - start
     rows = read_csv(course, ps)
@@ -376,6 +391,9 @@ class RoundTrip:
     RULE_BREAKERS: dict = {}
     HONEST: dict = {}
     HIDDEN: tuple[str, ...] = ()
+    #: the grading profile of the round trip (None: the grader's default, "full"); a set with a
+    #: training task uses "smoke", where its training cells are not run and earn nothing
+    PROFILE: str | None = None
 
     def pytest_generate_tests(self, metafunc):
         imports = [n for n in sorted(self.RULE_BREAKERS) if n.startswith("imports-seqmodels-")]
@@ -393,8 +411,9 @@ class RoundTrip:
     @classmethod
     def graded(cls, tmp_path_factory):
         course = tmp_path_factory.mktemp("course")
+        env = {"SEQMODELS_GRADING_PROFILE": cls.PROFILE} if cls.PROFILE else None
         return grade_submissions(
-            course, cls.PS, cls.TESTS, cls.WRONG, cls.RULE_BREAKERS, cls.HONEST
+            course, cls.PS, cls.TESTS, cls.WRONG, cls.RULE_BREAKERS, cls.HONEST, env=env
         )
 
     def test_the_solution_earns_full_marks_and_the_blank_release_none(self, graded):
