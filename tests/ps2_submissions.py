@@ -2,8 +2,10 @@
 
 A helper for tests of the grading pipeline (not a test module itself). Each wrong answer is the
 solution's answer cell with one typical bug put in (the solution's text replaced by the buggy
-text), so it costs points on its own task only. `RULE_BREAKERS` use autograd in a by-hand task or
-import the course library's hidden implementation; they earn nothing for that task.
+text), so it costs points on its own task only; `KILLED_BY` names, for each, a hidden or public case
+of its task that fails. The part-B bugs (`tbptt_*`) are killed by named checks of the trajectory
+task (B1), which the smoke profile grades. `RULE_BREAKERS` use autograd in a by-hand task or import
+the course library's hidden implementation; they earn nothing for that task.
 """
 
 from __future__ import annotations
@@ -21,160 +23,191 @@ _ANSWERS = solution_answers(nbformat.read(SOURCE, as_version=4))
 
 # grade_id of each answer cell → grade_id of its test cell
 TESTS = {
-    "softmax_cross_entropy": "test_softmax_cross_entropy",
-    "tanh_layer_backward": "test_tanh_layer_backward",
-    "numerical_gradient": "test_gradient_check",
-    "rnn_forward": "test_rnn_forward",
-    "rnn_backward": "test_rnn_backward",
+    "gradients": "test_gradients",
+    "broadcast_ops": "test_broadcast_ops",
+    "rnn_lm_log_probs": "test_rnn_lm_log_probs",
+    "lm_bptt": "test_lm_bptt",
+    "tbptt_step": "test_tbptt_step",
+    "d_experiment": None,  # part D's experiment, graded by hand (left out of the round trips)
 }
 
 # name → (answer cell, [(the solution's text, the buggy text), ...])
 _BUGS: dict[str, tuple[str, list[tuple[str, str]]]] = {
-    # Task 1: softmax and cross-entropy
-    "ce_grad_not_divided_by_batch": (
-        "softmax_cross_entropy",
-        [("return loss, (log_p.exp() - one_hot) / n", "return loss, log_p.exp() - one_hot")],
+    # Task 1: the backward pass
+    "gradients_accumulate_in_place": (
+        "gradients",
+        [("else grads[key] + g  # never in place", "else grads[key].add_(g)")],
     ),
-    "ce_forgets_one_hot": (
-        "softmax_cross_entropy",
-        [("return loss, (log_p.exp() - one_hot) / n", "return loss, log_p.exp() / n")],
-    ),
-    "ce_naive_softmax_overflows": (
-        "softmax_cross_entropy",
-        [("shifted = logits - logits.max(dim=1, keepdim=True).values", "shifted = logits")],
-    ),
-    # Task 2: the tanh layer's backward pass
-    "tanh_dW_transposed": ("tanh_layer_backward", [("dz.T @ x", "x.T @ dz")]),
-    "tanh_derivative_of_pre_activation": (
-        "tanh_layer_backward",
+    "gradients_last_write_wins": (
+        "gradients",
         [
             (
-                "y = torch.tanh(x @ W.T + b)\n    dz = grad_y * (1 - y * y)",
-                "z = x @ W.T + b\n    dz = grad_y * (1 - z * z)",
+                "grads[key] = g if key not in grads else grads[key] + g  # never in place",
+                "grads[key] = g",
             )
         ],
     ),
-    "tanh_db_mean_not_sum": ("tanh_layer_backward", [("dz.sum(dim=0)", "dz.mean(dim=0)")]),
-    # Task 3: the gradient checker
-    "numgrad_one_sided": (
-        "numerical_gradient",
-        [("(f_plus - f_minus) / (2 * eps)", "(f_plus - float(f(base))) / eps")],
+    "gradients_returns_the_callers_tensor": (
+        "gradients",
+        [("[grads[id(x)].clone() if id(x) in grads", "[grads[id(x)] if id(x) in grads")],
     ),
-    # Task 4: the RNN over a padded batch
-    "rnn_updates_through_padding": ("rnn_forward", [("h = torch.where(real, new, h)", "h = new")]),
-    "rnn_only_one_bias": (
-        "rnn_forward",
-        [("x[:, t] @ W_ih.T + b_ih + h @ W_hh.T + b_hh", "x[:, t] @ W_ih.T + b_ih + h @ W_hh.T")],
+    # Task 2: broadcasting ops
+    "sum_to_drops_the_kept_axes": (
+        "broadcast_ops",
+        [("out = out.sum(dim=stretched, keepdim=True)", "out = out.sum(dim=stretched)")],
     ),
-    "rnn_final_state_at_last_padded_step": (
-        "rnn_forward",
+    "mul_gradients_swapped": (
+        "broadcast_ops",
         [
             (
-                "return torch.stack(outputs, dim=1), h",
-                "outputs = torch.stack(outputs, dim=1)\n    return outputs, outputs[:, -1]",
+                "(sum_to(g * B, A.shape), sum_to(g * A, B.shape))",
+                "(sum_to(g * A, A.shape), sum_to(g * B, B.shape))",
             )
         ],
     ),
-    # Task 5: BPTT
+    "sigmoid_derivative_at_the_input": (
+        "broadcast_ops",
+        [("(g * y * (1 - y),)", "(g * a.value * (1 - a.value),)")],
+    ),
+    # Task 3: the RNN LM
+    "rnn_lm_state_requires_grad": (
+        "rnn_lm_log_probs",
+        [('params["W_hh"], h0, []', 'params["W_hh"], h0.clone().requires_grad_(), []')],
+    ),
+    "rnn_lm_naive_log_softmax": (
+        "rnn_lm_log_probs",
+        [("shifted = y - y.max(dim=-1, keepdim=True).values", "shifted = y")],
+    ),
+    # Task 4: BPTT by hand
     "bptt_no_gradient_through_time": (
-        "rnn_backward",
+        "lm_bptt",
+        [("da = (dh + from_output[:, t]) * ", "da = from_output[:, t] * ")],
+    ),
+    "bptt_sum_not_mean": ("lm_bptt", [("/ (B * T)  # (B, T, V)", "# (B, T, V)")]),
+    "bptt_embedding_rows_overwritten": (
+        "lm_bptt",
         [
             (
-                "dh = dh + torch.where(real, grad_outputs[:, t], torch.zeros_like(dh))",
-                "dh = torch.where(real, grad_outputs[:, t], torch.zeros_like(dh))",
+                "torch.zeros_like(E).index_add_(0, inputs.reshape(-1), demb.reshape(B * T, -1))",
+                "torch.zeros_like(E).index_put_((inputs.reshape(-1),), demb.reshape(B * T, -1))",
             )
         ],
     ),
-    "bptt_missing_tanh_derivative": (
-        "rnn_backward",
-        [("da = torch.where(real, dh * (1 - h * h), torch.zeros_like(dh))", "da = dh")],
-    ),
-    "bptt_counts_padded_positions": (
-        "rnn_backward",
+    # Task 5 (part B's trajectory): each killed by a named check of the trajectory task
+    "tbptt_does_not_learn": ("tbptt_step", [("p -= lr * scale * g", "p.add_(0 * g)")]),
+    "tbptt_gradients_not_zeroed": (
+        "tbptt_step",
         [
             (
-                "dh = dh + torch.where(real, grad_outputs[:, t], torch.zeros_like(dh))",
-                "dh = dh + grad_outputs[:, t]",
+                "grads = torch.autograd.grad(loss, list(params.values()))",
+                "loss.backward()\n    grads = [p.grad for p in params.values()]",
             )
         ],
+    ),
+    "tbptt_clipping_missing": (
+        "tbptt_step",
+        [("scale = min(1.0, max_norm / (float(norm) + 1e-6))", "scale = 1.0")],
+    ),
+    "tbptt_targets_not_shifted": (
+        "tbptt_step",
+        [("batch[:, :-1], batch[:, 1:]", "batch[:, :-1], batch[:, :-1]")],
+    ),
+    "tbptt_state_reset_each_chunk": (
+        "tbptt_step",
+        [
+            (
+                "rnn_lm_log_probs(params, inputs, h)",
+                "rnn_lm_log_probs(params, inputs, torch.zeros_like(h))",
+            )
+        ],
+    ),
+    "tbptt_state_not_detached": (
+        "tbptt_step",
+        [("return loss.item(), h_last.detach()", "return loss.item(), h_last")],
     ),
 }
 
-_BACKWARD = '''
-def tanh_layer_backward(x, W, b, grad_y):
-    """(dx, dW, db) by autograd: against the rules of the task."""
-    x, W, b = (t.clone().requires_grad_() for t in (x, W, b))
-    (torch.tanh(x @ W.T + b) * grad_y).sum().backward()
-    return x.grad, W.grad, b.grad
-'''
+#: name → the start of the name of a case it fails (there may be more)
+KILLED_BY = {
+    "gradients_accumulate_in_place": "hidden: shared gradient tensors",
+    "gradients_last_write_wins": "total(x + x)",
+    "gradients_returns_the_callers_tensor": "hidden: an input the output does not use",
+    "sum_to_drops_the_kept_axes": "sum_to: (2, 3) to (3,) and to (2, 1)",
+    "mul_gradients_swapped": "mul: (2,) times (1,)",
+    "sigmoid_derivative_at_the_input": "sigmoid at 0",
+    "rnn_lm_state_requires_grad": "hidden: float32, inputs left unchanged, no gradient",
+    "rnn_lm_naive_log_softmax": "hidden: float32, logits in the hundreds",
+    "bptt_no_gradient_through_time": "hidden: float64, V = 13",
+    "bptt_sum_not_mean": "all-zero parameters",
+    "bptt_embedding_rows_overwritten": "hidden: float64, every input the same token",
+    "tbptt_does_not_learn": "hidden: the first 20 losses, float64, lr 0.5, the state carried",
+    "tbptt_gradients_not_zeroed": "hidden: the first 20 losses, float64, lr 0.5, the state carried",
+    "tbptt_clipping_missing": "hidden: the first 20 losses, float64, lr 0.5, clipping binds",
+    "tbptt_targets_not_shifted": "hidden: the first 20 losses, float64, lr 0.5, the state carried",
+    "tbptt_state_reset_each_chunk": "hidden: the first 10 losses from a given nonzero state",
+    "tbptt_state_not_detached": "hidden: updates in place, keeps leaves",
+}
 
-_ESCAPES_INFERENCE_MODE = '''
-import torch.nn.functional as F
-
-
-def softmax_cross_entropy(logits, targets):
-    """Leaves inference mode and asks autograd (works at run time; the grader reads the code)."""
+_LM_BPTT_BY_AUTOGRAD = '''
+def lm_bptt(params, inputs, targets, h0):
+    """Leaves inference mode and asks autograd: against the rules of the task."""
     with torch.inference_mode(False), torch.enable_grad():
-        z = logits.clone().requires_grad_()
-        loss = F.cross_entropy(z, targets.clone())
-        (dz,) = torch.autograd.grad(loss, z)
-    return loss.detach(), dz
-'''
-
-_IMPORTS_LIBRARY_RNN = '''
-from seqmodels.rnn import ElmanRNN
-
-
-def rnn_forward(x, lengths, h0, W_ih, W_hh, b_ih, b_hh):
-    """The course library's RNN: hidden from the kernel while grading."""
-    rnn = ElmanRNN(W_ih.shape[1], W_hh.shape[0]).to(device=x.device, dtype=x.dtype)
-    return rnn(x, lengths, h0)
-'''
-
-
-# issue 19's route around name matching: a correct answer, then the name rebound to autograd
-_REBINDS_TO_AUTOGRAD = (
-    _ANSWERS["softmax_cross_entropy"]
-    + """
-
-
-def _by_autograd(logits, targets):
-    with torch.inference_mode(False), torch.enable_grad():
-        z = logits.clone().requires_grad_()
-        loss = torch.log_softmax(z, dim=1).gather(1, targets[:, None].clone()).neg().mean()
+        leaves = {k: v.clone().requires_grad_() for k, v in params.items()}
+        leaves["h0"] = h0.clone().requires_grad_()
+        h, states = leaves["h0"], []
+        x = leaves["E"][inputs.clone()] @ leaves["W_xh"].T + leaves["b"]
+        for t in range(inputs.shape[1]):
+            h = torch.tanh(x[:, t] + h @ leaves["W_hh"].T)
+            states.append(h)
+        y = torch.stack(states, 1) @ leaves["W_hy"].T + leaves["b_y"]
+        loss = -torch.log_softmax(y, -1).gather(-1, targets.clone()[..., None]).mean()
         loss.backward()
-    return loss.detach(), z.grad
+    return loss.detach(), {k: v.grad for k, v in leaves.items()}
+'''
+
+_IMPORTS_LIBRARY_AUTODIFF = '''
+from seqmodels.autodiff import Node
 
 
-softmax_cross_entropy = _by_autograd
+def gradients(output, inputs, grad=None):
+    """The course library's engine: hidden from the kernel while grading."""
+    raise NotImplementedError(Node)
+'''
+
+_SUM_TO_BY_AUTOGRAD = (
+    """
+def sum_to(grad, shape):
+    \"\"\"Broadcasting's gradient by asking autograd: against the rules of the task.\"\"\"
+    with torch.inference_mode(False), torch.enable_grad():
+        x = torch.zeros(tuple(shape), dtype=grad.dtype, device=grad.device, requires_grad=True)
+        upstream = grad.clone()
+        (out,) = torch.autograd.grad(x + torch.zeros(upstream.shape, dtype=grad.dtype, device=grad.device), x, upstream)
+    return out
 """
+    + _ANSWERS["broadcast_ops"].split("def mul(", 1)[0].split("def sum_to(", 1)[0]
+    + "\n\ndef mul("
+    + _ANSWERS["broadcast_ops"].split("def mul(", 1)[1]
 )
 
 #: name → (answer cell, code, test cell that loses its points, what the evidence shows: a traced
 #: op or call, or, where the tool is absent from the sandbox, "this cell raised ...")
 RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
-    "calls-backward": (
-        "tanh_layer_backward",
-        _BACKWARD,
-        "test_tanh_layer_backward",
-        "torch._tensor.Tensor.backward",
-    ),
     "escapes-inference-mode-for-autograd": (
-        "softmax_cross_entropy",
-        _ESCAPES_INFERENCE_MODE,
-        "test_softmax_cross_entropy",
+        "lm_bptt",
+        _LM_BPTT_BY_AUTOGRAD,
+        "test_lm_bptt",
         "torch._C._EngineBase.run_backward",
     ),
-    "imports-seqmodels-rnn": (
-        "rnn_forward",
-        _IMPORTS_LIBRARY_RNN,
-        "test_rnn_forward",
+    "imports-seqmodels-autodiff": (
+        "gradients",
+        _IMPORTS_LIBRARY_AUTODIFF,
+        "test_gradients",
         "this cell raised ImportError",
     ),
-    "rebinds-its-answer-to-autograd": (
-        "softmax_cross_entropy",
-        _REBINDS_TO_AUTOGRAD,
-        "test_softmax_cross_entropy",
+    "sum-to-by-autograd": (
+        "broadcast_ops",
+        _SUM_TO_BY_AUTOGRAD,
+        "test_broadcast_ops",
         "torch._C._EngineBase.run_backward",
     ),
 }
@@ -182,18 +215,36 @@ RULE_BREAKERS: dict[str, tuple[str, str, str, str]] = {
 
 WRONG = wrong_answers(nbformat.read(SOURCE, as_version=4), _BUGS, TESTS)
 
+#: Task 3 bugs that change the model's values also change part B's trajectory (Task 5 trains
+#: Task 3's model): they lose points on Task 3 *and* on Task 5, by design, and on no other task
+_CASCADES = {
+    "rnn_lm_ignores_h0": (
+        "rnn_lm_log_probs",
+        [('params["W_hh"], h0, []', 'params["W_hh"], torch.zeros_like(h0), []')],
+    ),
+    "rnn_lm_W_hh_not_transposed": (
+        "rnn_lm_log_probs",
+        [("h = torch.tanh(x[:, t] + h @ W_hh.T)", "h = torch.tanh(x[:, t] + h @ W_hh)")],
+    ),
+}
+CASCADES = wrong_answers(nbformat.read(SOURCE, as_version=4), _CASCADES, TESTS)
+
 #: name → (answer cell, code, a cell of the student's own after it or None): honest answers that
 #: name a forbidden tool or use it outside the graded call; full marks, never held for review
 HONEST: dict[str, tuple[str, str, str | None]] = {
-    "checks-its-gradient-against-backward-in-a-cell-of-its-own": (
-        "tanh_layer_backward",
-        _ANSWERS["tanh_layer_backward"],
-        "x, W, b = (torch.randn(*s, dtype=torch.float64, requires_grad=True) for s in "
-        "((3, 2), (4, 2), (4,)))\n"
-        "g = torch.randn(3, 4, dtype=torch.float64)\n"
-        "(torch.tanh(x @ W.T + b) * g).sum().backward()\n"
+    "checks-lm-bptt-against-autograd-in-a-cell-of-its-own": (
+        "lm_bptt",
+        _ANSWERS["lm_bptt"],
+        "_p = {k: torch.randn(*s, dtype=torch.float64, requires_grad=True) for k, s in "
+        "[('E', (5, 2)), ('W_xh', (3, 2)), ('W_hh', (3, 3)), ('b', (3,)), ('W_hy', (5, 3)), "
+        "('b_y', (5,))]}\n"
+        "_x, _y = torch.randint(5, (2, 4)), torch.randint(5, (2, 4))\n"
+        "_h0 = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)\n"
+        "_lp, _ = rnn_lm_log_probs(_p, _x, _h0)\n"
+        "_auto = torch.autograd.grad(-_lp.gather(-1, _y[..., None]).mean(), [*_p.values(), _h0])\n"
         "with torch.no_grad():\n"
-        "    mine = tanh_layer_backward(x, W, b, g)\n"
-        "torch.testing.assert_close(mine, (x.grad, W.grad, b.grad))\n",
+        "    _loss, _mine = lm_bptt({k: v.detach() for k, v in _p.items()}, _x, _y, _h0.detach())\n"
+        "for _a, _k in zip(_auto, [*_p, 'h0']):\n"
+        "    torch.testing.assert_close(_mine[_k], _a)\n",
     ),
 }

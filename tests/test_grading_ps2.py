@@ -1,9 +1,13 @@
 """Problem Set 2's grading round trip: the same machinery as PS1's (tests/test_grading.py), which
 also runs the hostile-submission suite once for every problem set; here only what is PS2's own.
 
-The solution earns 10, the blank release 0, each plausible wrong answer (tests/ps2_submissions.py)
-loses points on its own task only, with feedback naming the task and the failing cases; a by-hand
-task answered with autograd, or with the course library's hidden `seqmodels.rnn`, earns nothing.
+The round trip grades in the smoke profile (`SEQMODELS_GRADING_PROFILE=smoke`): the training task's
+test cell (part B's held-out tiers, 4 points) is not run and earns nothing, so the solution's
+autograded total there is part A's 8 points and the trajectory task's 2. The blank release earns 0,
+each plausible wrong answer (tests/ps2_submissions.py) loses points on its own task only, with
+feedback naming the task and the failing cases; a by-hand task answered with autograd, or with the
+course library's hidden `seqmodels.autodiff`, earns nothing. The solutions against oracles, and
+every wrong answer against its named check, are in tests/test_grading_ps2_oracles.py.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 import grading_helpers as helpers
-from grading_helpers import current_manifest
+from grading_helpers import ROOT
 from ps2_submissions import HONEST, RULE_BREAKERS, TESTS, WRONG
 
 PS = "ps2"
@@ -20,11 +24,11 @@ pytestmark = pytest.mark.grading
 
 # test cell → the task name its Checker reports
 TASK_OF = {
-    "test_softmax_cross_entropy": "softmax_cross_entropy",
-    "test_tanh_layer_backward": "tanh_layer_backward",
-    "test_gradient_check": "gradient_check",
-    "test_rnn_forward": "rnn_forward",
-    "test_rnn_backward": "rnn_backward",
+    "test_gradients": "gradients",
+    "test_broadcast_ops": "broadcast_ops",
+    "test_rnn_lm_log_probs": "rnn_lm_log_probs",
+    "test_lm_bptt": "lm_bptt",
+    "test_tbptt_step": "tbptt_step",
 }
 
 
@@ -34,12 +38,34 @@ class TestRoundTrip(helpers.RoundTrip):
     PS = PS
     TASK_OF = TASK_OF
     TESTS, WRONG, RULE_BREAKERS, HONEST = TESTS, WRONG, RULE_BREAKERS, HONEST
-    HIDDEN = ("seqmodels.autodiff", "seqmodels.rnn", "seqmodels.softmax")
+    HIDDEN = ("seqmodels.autodiff", "seqmodels.rnn", "seqmodels.softmax", "seqmodels.gradients")
+    PROFILE = "smoke"
 
 
 def test_stored_references_belong_to_the_current_solution():
-    manifest = current_manifest(PS)
-    by_hand = ("softmax_cross_entropy", "tanh_layer_backward", "gradient_check", "rnn_backward")
-    for task in by_hand:
-        assert manifest["tasks"][task]["forbidden"] == ["autograd"]
-    assert manifest["tasks"]["rnn_forward"]["forbidden"] == ["torch_rnn"]
+    import nbformat
+
+    from seqmodels.grading import references
+
+    source = nbformat.read(ROOT / "solutions" / PS / f"{PS}.ipynb", as_version=4)
+    _, manifest = references.load(ROOT / "solutions" / PS / "references", PS)
+    assert manifest["solution_sha256"] == references.source_hash(source), (
+        "the solution changed since its references were stored: run `make assignments`"
+    )
+    tasks = manifest["tasks"]
+    # part A 8 and part B 6 autograded points (C and D, 6 more, are graded by hand)
+    assert sum(t["points"] for t in tasks.values()) == 14
+    for task in ("gradients", "broadcast_ops", "lm_bptt"):
+        assert tasks[task]["forbidden"] == ["autograd"]
+    assert tasks["rnn_lm_log_probs"]["forbidden"] == ["torch_rnn"]
+    assert sorted(tasks["tbptt_step"]["forbidden"]) == [
+        "gradient_clipping",
+        "torch_losses",
+        "torch_rnn",
+    ]
+    training = tasks["rnn_training"]["training"]
+    assert training["requires"] == ["tbptt_step"]
+    assert training["heldout"] == "web_test_sequences"
+    assert training["data"]["kind"] == "KJVStream"
+    reference = tasks["rnn_training"]["reference"]
+    assert reference["perplexity"] < reference["bar"]
