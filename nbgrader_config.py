@@ -22,7 +22,6 @@ from nbgrader.preprocessors import (
     GetGrades,
     IgnorePattern,
     LimitOutput,
-    OverwriteCells,
     OverwriteKernelspec,
 )
 
@@ -32,6 +31,7 @@ from seqmodels.grading.preprocessors import (
     FeedbackForStudents,
     GuardedExecute,
     JudgeCaptures,
+    OverwriteCellsInOrder,
     SanitizeSubmission,
     SaveVerdicts,
     StudentTextAsText,
@@ -58,6 +58,7 @@ c.CourseDirectory.ignore = [
     "feedback",
     "references",
     "README.md",
+    "training_seeds.json",
 ]
 # Submissions from an LMS: its download (zip or tar.gz archives, or the notebooks themselves) goes in
 # grading/downloaded/<ps>/archive/; `nbgrader zip_collect <ps>` copies each <student>/<ps>.ipynb or
@@ -87,7 +88,7 @@ c.Autograde.sanitize_preprocessors = [
     SanitizeSubmission,
     DeduplicateIds,
     OverwriteKernelspec,
-    OverwriteCells,
+    OverwriteCellsInOrder,  # nbgrader's OverwriteCells, re-adding a deleted test cell where it was
     CheckCellMetadata,
 ]
 c.Autograde.autograde_preprocessors = [

@@ -202,6 +202,11 @@ def measure(spec: dict, curve: torch.Tensor | None, records: list[dict], nonce: 
     ``last_gap`` (the curve's last loss minus the evaluated model's loss on the last batch) and
     ``probe`` (the largest difference between a row and the same context's row in the probe).
     A string says why nothing can be measured (the first tier fails)."""
+    if curve is None:
+        return (
+            "the training cell captured no loss curve (it stopped before `run.curve`: an error, "
+            "or its time limit)"
+        )
     rows, problem = _rows(records, nonce)
     return problem or measure_rows(spec, curve, rows)
 

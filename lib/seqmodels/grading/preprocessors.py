@@ -53,7 +53,7 @@ from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_output
 from nbgrader.api import Gradebook
-from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor, OverwriteCells, SaveAutoGrades
 from nbgrader.utils import is_grade, is_locked, is_solution
 from traitlets import Bool, Enum, Float, Integer, List, Unicode
 
@@ -134,6 +134,33 @@ class SanitizeSubmission(NbGraderPreprocessor):
             cell.metadata.pop("execution", None)
             kept.append(cell)
         nb.cells = kept
+        return nb, resources
+
+
+class OverwriteCellsInOrder(OverwriteCells):
+    """nbgrader's `OverwriteCells`, re-adding a deleted grade cell right after the nearest earlier
+    cell of the assignment that the submission still has. nbgrader's own looks one cell back only,
+    among answer and test cells, and fails with a `KeyError` (the notebook is not graded) when that
+    cell is a read-only one: a test cell under its instructions, a written answer under its
+    question."""
+
+    def add_missing_grade_cells(self, nb: NotebookNode, resources: dict):
+        source = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+        order = [cell.name for cell in source.source_cells]
+        solutions = {cell.name for cell in source.solution_cells}
+        for grade_cell in source.grade_cells:
+            present = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+            if grade_cell.name in present:
+                continue
+            self.log.warning(
+                "Missing grade cell %s encountered, adding to notebook", grade_cell.name
+            )
+            at = order.index(grade_cell.name)
+            cell = self.missing_cell_transform(
+                source.source_cells[at], grade_cell.max_score, grade_cell.name in solutions
+            )
+            earlier = (present.index(name) for name in reversed(order[:at]) if name in present)
+            nb.cells.insert(next(earlier, -1) + 1, NotebookNode(cell))
         return nb, resources
 
 
@@ -299,11 +326,12 @@ class GuardedExecute(SlicedWaits, Execute):
             return cell, resources
         if self._stopped is None and time.monotonic() >= self._deadline:
             self._stopped = f"the notebook's time budget ({self._budget()} s) ran out"
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if self._stopped:
             cell.outputs = []
             note(resources, index, f"[not run: {self._stopped}]")
+            state(resources).setdefault("not_run", set()).add(grade_id)
             return cell, resources
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         training = self._training_cells.get(grade_id) if is_grade(cell) else None
         if training and self.profile == "smoke":
             cell.outputs = []
@@ -528,7 +556,11 @@ class JudgeCaptures(NbGraderPreprocessor):
             else Verdict(case, False, "captured more than once, so none of the captures counts")
             for case in task["cases"]
         ]
-        reasons = self._reasons(task, records, grader.get("windows", {}).get(grade_id))
+        window = grader.get("windows", {}).get(grade_id)
+        # a test cell the grader never ran (the kernel died, or the time ran out, before it) earns
+        # nothing, and has no trace window to hold it for review
+        never_ran = grade_id in grader.get("not_run", set())
+        reasons = [] if never_ran else self._reasons(task, records, window)
         passed = sum(v.passed for v in verdicts)
         points = 0.0 if reasons else round(task["points"] * passed / len(verdicts), 4)
         grader["scores"][grade_id] = (points, bool(reasons))
@@ -615,12 +647,12 @@ class _Line(NamedTuple):
 
 
 def _verdict_output(
-    task, verdicts: list[Verdict], points, max_points, review: bool, rows: str = "case"
+    task, verdicts: list[Verdict], points, max_points, review: bool, noun: str = "case"
 ) -> NotebookNode:
     """The verdict table of one test cell, as escaped HTML and as plain text."""
     passed = sum(v.passed for v in verdicts)
     head = (
-        f"{task}: {points:g} of {max_points:g} points ({passed} of {len(verdicts)} {rows}s passed)"
+        f"{task}: {points:g} of {max_points:g} points ({passed} of {len(verdicts)} {noun}s passed)"
     )
     held = (
         "Held for your instructor's review: a rule of this task (a tool it forbids) may have "
@@ -631,7 +663,7 @@ def _verdict_output(
     if review:
         page.append(f"<p><strong>{html.escape(held)}</strong></p>")
     page.append(
-        f"<style>{VERDICT_STYLE}</style><table class='seqmodels-verdicts'><thead><tr><th>{rows}</th>"
+        f"<style>{VERDICT_STYLE}</style><table class='seqmodels-verdicts'><thead><tr><th>{noun}</th>"
         "<th>result</th><th>details</th></tr></thead><tbody>"
     )
     page += ["<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in row) + "</tr>" for row in rows]
