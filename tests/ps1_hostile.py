@@ -6,7 +6,8 @@ and returns the file's bytes (a notebook, or not), so tests can also submit file
 JSON. `HOSTILE` maps a student id to (builder, expected score out of `FULL`, PS1's autograded
 points, text the feedback must contain). The expected score is what the answer cells earn
 honestly: every attack either fails inside the sandbox or gains nothing. Part A's tasks are worth
-1, 1, 1, 2, 1, 2 points (Tasks 1 to 6); a kernel that dies keeps what the cells before it earned.
+1, 1, 1, 2, 1, 2 points (Tasks 1 to 6), Part B's trajectory 2 (its training task is not run in the
+smoke profile); a kernel that dies keeps what the cells before it earned.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ import nbformat
 
 import ps1_attacks as attacks
 from grading_helpers import forged_grader_output
-from ps1_submissions import AUTOGRADED, fill
+from ps1_submissions import SMOKE, fill
 
-FULL = AUTOGRADED
+FULL = SMOKE  # the round trip grades in the smoke profile
 BEFORE_TASK_4 = 3  # Tasks 1-3: what a kernel that dies at Task 4's answer cell keeps
 BEFORE_TASK_6 = 6  # Tasks 1-5
 

@@ -5,8 +5,10 @@ correct answer cells out of the nbgrader source notebook, `fill` writes answers 
 notebook (the student release, or the source itself), and `WRONG` lists realistic buggy answer
 cells, each with one bug that should cost points on its own task only.
 
-PS1's autograded points are Part A's, `AUTOGRADED`; with its written parts (C and D, graded by hand)
-the set has `MAX_SCORE` (Part B, 6 more autograded points, is still to come).
+PS1's autograded points are parts A and B's, `AUTOGRADED`; the smoke profile, which the round trips
+use for most submissions, does not run Part B's training task (4 points), so a submission there
+reaches `SMOKE`. With its written parts (C and D, graded by hand) the set has `MAX_SCORE`. Part B's
+wrong training steps (`ps1_training_submissions.TRAJECTORY_BUGS`) are in `WRONG` too.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ import copy
 
 import nbformat
 
+from ps1_training_submissions import EQUIVALENT_STEPS, TRAJECTORY_BUGS
+
 _MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
-AUTOGRADED = 8  # Part A: Tasks 1, 2, 3, 5 one point each, Tasks 4 and 6 two
-MAX_SCORE = 14  # and Part C (3) and Part D (3), graded by hand
+AUTOGRADED = 14  # Part A: Tasks 1, 2, 3, 5 one point each, Tasks 4 and 6 two; Part B: 2 + 4
+SMOKE = 10  # without Part B's training task (the smoke profile)
+MAX_SCORE = 20  # and Part C (3) and Part D (3), graded by hand
 
 #: answer cells that run an experiment graded by hand (PS1's Part D, about 10 s on one core): the
 #: submissions built for the grading round trips leave them as a comment, since they earn no
@@ -306,6 +311,10 @@ _FFN_FLOAT64 = _ffn(
 REWRITES: dict[str, tuple[str, str, str]] = {
     "kn_row_by_row_with_masks": ("kneser_ney_probs", _KN.strip("\n"), "test_kneser_ney_probs"),
     "ffn_concatenated_by_hand": ("ffn_log_probs", _FFN.strip("\n"), "test_ffn_log_probs"),
+    **{
+        f"sgd_step_{name}": ("sgd_step", code, "test_sgd_step")
+        for name, code in EQUIVALENT_STEPS.items()
+    },
 }
 
 #: name → (grade_id of the answer cell, buggy code for it, grade_id of the test cell that loses points)
@@ -367,3 +376,7 @@ WRONG: dict[str, tuple[str, str, str]] = {
         "ffn_casts_to_float64": ("ffn_log_probs", _FFN_FLOAT64, "test_ffn_log_probs"),
     }.items()
 }
+
+WRONG.update(
+    {name: (cell, code, test_cell) for name, (cell, code, test_cell, _) in TRAJECTORY_BUGS.items()}
+)

@@ -31,7 +31,6 @@ import grading_helpers as helpers
 import seqmodels
 from grading_helpers import (
     BIN,
-    LIMITS,
     ROOT,
     assert_release_in_sync,
     current_manifest,
@@ -40,7 +39,7 @@ from grading_helpers import (
     sandbox_processes,
 )
 from ps1_hostile import HOSTILE, Targets, build_all
-from ps1_submissions import AUTOGRADED, MAX_SCORE, WRONG, fill
+from ps1_submissions import AUTOGRADED, MAX_SCORE, SMOKE, WRONG, fill
 from seqmodels.grading import leaks, references
 from seqmodels.grading.capture import _encode
 from seqmodels.grading.cluster import ALLOWED_FAILURES
@@ -48,6 +47,9 @@ from seqmodels.grading.compare import judge
 
 PS = "ps1"
 pytestmark = pytest.mark.grading
+# every round trip here grades in the smoke profile: Part B's training task is not run (it earns 0,
+# so the solution earns `SMOKE`); tests/test_grading_training.py grades it in the full profile
+LIMITS = {**helpers.LIMITS, "SEQMODELS_GRADING_PROFILE": "smoke"}
 
 LIBRARY = Path(seqmodels.__file__).resolve().parent
 # the shared helpers (tests/grading_helpers.py), for PS1
@@ -106,13 +108,13 @@ def graded(course: Path, tmp_path_factory):
 
 
 def test_the_solution_earns_full_marks_and_the_blank_release_none(graded):
-    assert graded["scores"]["solution"] == AUTOGRADED
+    assert graded["scores"]["solution"] == SMOKE
     assert graded["scores"]["blank"] == 0
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
 def test_a_plausible_wrong_answer_earns_partial_credit_with_pointed_feedback(graded, name):
-    assert 0 < graded["scores"][f"wrong-{name}"] < AUTOGRADED
+    assert 0 < graded["scores"][f"wrong-{name}"] < SMOKE
     html = feedback(graded["course"], f"wrong-{name}")
     assert "FAIL" in html and any(
         kind in html
@@ -268,7 +270,7 @@ def test_part_c_reaches_formgrader_with_its_model_answers_and_rubric(graded):
             left = gradebook.find_grade(grade_id, PS, PS, "blank")  # nbgrader: unchanged is 0
             assert not left.needs_manual_grade and left.auto_score == 0
     rows = graded["rows"]
-    assert (rows["solution"]["autograded"], rows["solution"]["manual"]) == (str(AUTOGRADED), "0")
+    assert (rows["solution"]["autograded"], rows["solution"]["manual"]) == (str(SMOKE), "0")
     assert rows["solution"]["manual_status"] == "not graded yet"
     assert rows["solution"]["review"] == ""  # the review column is for held test cells
     assert rows["blank"]["manual_status"] == "graded"  # nothing written: 0, nobody to read it
@@ -367,7 +369,7 @@ def test_a_changed_submission_is_graded_again_and_a_manual_score_is_kept(graded)
         grade = gradebook.find_grade(cell, PS, PS, "blank")
         assert grade.manual_score == 0.5 and grade.auto_score == grade.max_score
         assert grade.needs_manual_grade  # the instructor's score stands until they look again
-        assert gradebook.find_submission(PS, "solution").score == AUTOGRADED  # untouched
+        assert gradebook.find_submission(PS, "solution").score == SMOKE  # untouched
 
 
 def test_the_release_is_in_sync_and_holds_no_solutions_hidden_tests_or_references(course):
@@ -481,7 +483,7 @@ def test_killed_workers_hangs_and_a_worker_killing_submission(tmp_path):
     assert len(killed["e-kills-every-worker"]) == ALLOWED_FAILURES + 1
     rows = read_csv(course)
     for student in ("a-solution", "b-worker-killed", "d-solution"):
-        assert float(rows[student]["score"]) == AUTOGRADED, (student, rows[student])
+        assert float(rows[student]["score"]) == SMOKE, (student, rows[student])
     assert "did not finish within 45 s" in rows["c-worker-hangs"]["note"]
     assert "stopped its grading worker each time" in rows["e-kills-every-worker"]["note"]
     for student in ("c-worker-hangs", "e-kills-every-worker"):
@@ -513,7 +515,7 @@ def test_grading_refuses_without_the_sandbox_unless_told_it_is_unsafe(tmp_path):
     unsafe = run(course, *cmd, "--unsafe-no-sandbox", env=no_bwrap)
     assert "WARNING: grading WITHOUT a sandbox" in unsafe.stdout
     row = read_csv(course)["solution"]
-    assert float(row["score"]) == AUTOGRADED and row["sandbox"].startswith("NONE (unsafe")
+    assert float(row["score"]) == SMOKE and row["sandbox"].startswith("NONE (unsafe")
 
 
 def test_tampered_references_stop_grading_with_a_clear_error(tmp_path):
@@ -572,7 +574,7 @@ def test_the_round_trip_as_an_ordinary_user(tmp_path_factory):
     result = run(course, "runuser", "-u", user, "--", *command, env=env)
     assert "sandbox: bubblewrap" in result.stdout
     rows = read_csv(course)
-    expected = {"solution": AUTOGRADED, "blank": 0, **{n: HOSTILE[n][1] for n in NONROOT_CASES}}
+    expected = {"solution": SMOKE, "blank": 0, **{n: HOSTILE[n][1] for n in NONROOT_CASES}}
     assert {s: float(r["score"]) for s, r in rows.items()} == pytest.approx(expected)
     assert fingerprint(course / "solutions", course / "nbgrader_config.py", LIBRARY) == before
     assert not canary.exists()
@@ -600,4 +602,4 @@ def test_a_symbolic_link_in_a_submission_is_not_followed(tmp_path):
     )
     result = run(course, str(BIN / "python"), "-m", "seqmodels.grading.run", PS, env=LIMITS)
     assert "removed the symbolic link leak.safetensors" in result.stdout
-    assert float(read_csv(course)["symlink"]["score"]) == AUTOGRADED - 1  # task 1 earns nothing
+    assert float(read_csv(course)["symlink"]["score"]) == SMOKE - 1  # task 1 earns nothing

