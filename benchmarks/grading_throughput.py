@@ -31,7 +31,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from grading_helpers import release_and_answers  # noqa: E402
-from ps1_submissions import fill  # noqa: E402
+from ps1_submissions import fill, solution_answers  # noqa: E402
 
 BIN = Path(sys.executable).parent
 # nbgrader calls `alembic` by name: the virtual environment's bin must be on PATH
@@ -62,8 +62,10 @@ def make_course(students: int, stock: bool, ps: str) -> Path:
         check=True,
         env=ENV,
     )
-    release, answers = release_and_answers(root, ps)
-    submission = nbformat.writes(fill(release, answers))
+    release, _ = release_and_answers(root, ps)
+    # the whole solution, part D's experiment included (the grading tests leave it out)
+    source = nbformat.read(root / "solutions" / ps / f"{ps}.ipynb", as_version=4)
+    submission = nbformat.writes(fill(release, solution_answers(source, experiments=True)))
     for i in range(students):
         folder = root / "grading" / "submitted" / f"student{i:03d}" / ps
         folder.mkdir(parents=True)
@@ -169,8 +171,24 @@ def main() -> None:
         help="run the rows the goals compare (parallel sandboxed, stock, limit) this many times, "
         "in turn, and report each one's median (this machine's speed drifts between runs)",
     )
+    parser.add_argument(
+        "--cost-only",
+        action="store_true",
+        help="time only the sandboxed run on every core, and project what grading costs (for sets "
+        "whose training makes every other row minutes long)",
+    )
     args = parser.parse_args()
     n, cores, ps = args.students, os.cpu_count() or 1, args.ps
+    if args.cost_only:
+        parallel, whole = make_grade(n, ps, cores)
+        print(
+            f"# {n} copies of the {ps.upper()} solution, {cores} cores, {time.strftime('%Y-%m-%d')}"
+        )
+        print(
+            f"make grade, {cores} jobs, sandboxed: autograde {parallel:.1f} s, whole {whole:.1f} s"
+        )
+        project(parallel * cores / n, whole - parallel, cores, args.project)
+        return
     rows = {}  # label -> (autograde seconds, whole command seconds)
     for jobs in (1, cores):
         for sandboxed in (True, False):
@@ -235,15 +253,19 @@ def main() -> None:
         )
     # the projection: each submission costs `per` worker-seconds (measured with every core busy);
     # W workers grade W at a time; the driver's fixed cost (release sync, cluster start, export)
-    per = parallel * cores / n
-    fixed = whole - parallel
+    project(parallel * cores / n, whole - parallel, cores, args.project)
+
+
+def project(per: float, fixed: float, cores: int, notebooks: int) -> None:
+    """Each submission costs `per` worker-seconds (measured with every core busy); W workers grade
+    W at a time; the command's fixed cost (release sync, cluster start, export) is `fixed`."""
     print(
         f"per submission: {per:.1f} worker-seconds with {cores} workers on {cores} cores; fixed "
         f"cost of the command {fixed:.1f} s"
     )
     for workers in (cores, 16, 64, 256):
-        minutes = (args.project * per / workers + fixed) / 60
-        print(f"projection: {args.project} notebooks on {workers:3d} workers: {minutes:6.1f} min")
+        minutes = (notebooks * per / workers + fixed) / 60
+        print(f"projection: {notebooks} notebooks on {workers:3d} workers: {minutes:6.1f} min")
 
 
 if __name__ == "__main__":
