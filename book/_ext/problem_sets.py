@@ -82,13 +82,18 @@ def _title(notebook: Path) -> str:
     return notebook.stem
 
 
-def _tasks(notebook: Path) -> tuple[int, float]:
-    """How many graded answer cells the notebook has, and their points."""
+def _tasks(notebook: Path) -> str:
+    """What the notebook grades, in words: its tests (graded automatically), its written answers
+    (graded by hand) and their points."""
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-    graded = [
-        c["metadata"]["nbgrader"] for c in cells if c["metadata"].get("nbgrader", {}).get("grade")
-    ]
-    return len(graded), sum(float(g.get("points", 0)) for g in graded)
+    graded = [c for c in cells if c["metadata"].get("nbgrader", {}).get("grade")]
+    points = sum(float(c["metadata"]["nbgrader"].get("points", 0)) for c in graded)
+    tests = sum(c["cell_type"] == "code" for c in graded)
+    written = len(graded) - tests
+    parts = [f"{tests} autograded task{'s' * (tests != 1)}"]
+    if written:
+        parts.append(f"{written} written answer{'s' * (written != 1)} graded by hand")
+    return f"{' and '.join(parts)}, {points:g} points"
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -143,15 +148,22 @@ def _generate(app: Sphinx) -> None:
         for path in files:
             _copy_if_changed(path, out / ps / path.relative_to(folder))
         notebook = notebooks[0]
-        tasks, points = _tasks(notebook)
+        grades = _tasks(notebook)
+        training = "Training(" in notebook.read_text(encoding="utf-8")  # a part B that trains
         in_repository = f"{repository_folder(app)}/assignments/{ps}/{notebook.name}"
+        trains = (
+            " Part B's training cell trains your model (under a minute on one core) and says "
+            "when it has finished; the grader then measures the model on held-out text."
+            if training
+            else ""
+        )
         sections.append(
             f"""\
 ## {_title(notebook)}
 
 - **Covers:** {"; ".join(chapters)}.
-- **Notebook:** {{download}}`{notebook.name} <_generated/problem_sets/{ps}/{notebook.name}>` — {tasks} tasks,
-  {points:g} points. The same file is `{in_repository}` in the course repository you cloned.
+- **Notebook:** {{download}}`{notebook.name} <_generated/problem_sets/{ps}/{notebook.name}>` — {grades}.
+  The same file is `{in_repository}` in the course repository you cloned.
 - **Open it** in the folder you saved it to, with the environment set up above active:
 
 ```bash
@@ -160,7 +172,7 @@ jupyter lab {notebook.name}
 
 Run all cells (*Kernel → Restart Kernel and Run All Cells*). Each test cell prints
 `✓ <task>: public checks passed — hidden checks run at grading`, or names the public checks that
-failed; until you write a function, its test cell says so with `NotImplementedError`.
+failed; until you write a function, its test cell says so with `NotImplementedError`.{trains}
 """
         )
     setup = student_commands(app, "").rstrip()
