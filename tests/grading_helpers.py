@@ -6,15 +6,18 @@ generate its release, submit notebooks, run `make grade`'s driver, read the CSV 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import csv
 import hashlib
+import io
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from html import unescape
 from pathlib import Path
 
@@ -473,3 +476,48 @@ class RoundTrip:
         for cell in source.cells:
             if cell.cell_type == "code":
                 assert not any(module in cell.source for module in hidden), cell.metadata
+
+
+# ------------------------------------------------ a problem set's test cells graded in this process
+
+
+def graded_in_process(
+    ps: str, answers: dict[str, str], namespace: dict | None = None, skip: Iterable[str] = ()
+) -> tuple[dict[str, tuple[int, int]], dict]:
+    """({task: (cases passed, cases)}, {(task, case): verdict}) of the solution notebook of `ps`
+    with `answers` in its answer cells, run here: its code cells in order, in one namespace that
+    starts as a copy of `namespace`, but for the training tasks' test cells (graded in
+    tests/test_grading_training.py and the round trips) and the cells `skip` names; the test cells'
+    captures (hidden cases included) judged against the stored references, as the grader judges a
+    sandboxed kernel's. Training tasks have no entry."""
+    from ps1_submissions import fill
+    from seqmodels.grading import capture, references
+    from seqmodels.grading.compare import judge
+
+    source = ROOT / "solutions" / ps / f"{ps}.ipynb"
+    refs, manifest = references.load(source.parent / "references", ps)
+    training = {t["cell"] for t in manifest["tasks"].values() if "training" in t}
+    notebook = fill(nbformat.read(source, as_version=4), answers)
+    records: list[dict] = []
+    original = capture.display
+    capture.display = lambda obj, raw=False: records.append(obj[capture.MIME])
+    namespace = dict(namespace or {})
+    try:
+        for cell in notebook.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if cell.cell_type != "code" or grade_id in {*training, *skip}:
+                continue
+            with contextlib.suppress(Exception), contextlib.redirect_stderr(io.StringIO()):
+                with contextlib.redirect_stdout(io.StringIO()):
+                    exec(compile(cell.source, grade_id, "exec"), namespace)  # noqa: S102
+    finally:
+        capture.display = original
+    captured = {(r["task"], r["case"]): r for r in records if r["kind"] == "case"}
+    scores, verdicts = {}, {}
+    for task, entry in manifest["tasks"].items():
+        if "training" in entry:
+            continue
+        for case in entry["cases"]:
+            verdicts[task, case] = judge(case, captured.get((task, case)), refs[task][case])
+        scores[task] = (sum(verdicts[task, c].passed for c in entry["cases"]), len(entry["cases"]))
+    return scores, verdicts

@@ -17,8 +17,6 @@ numbers it prints.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 import re
 import time
@@ -37,7 +35,6 @@ from ps1_submissions import (
     EXPERIMENTS,
     REWRITES,
     WRONG,
-    fill,
     solution_answers,
 )
 from seqmodels.data import kjv_sentences
@@ -325,35 +322,11 @@ def test_huge_logits_give_finite_log_probabilities(solution, dtype, shift, scale
 
 def graded_in_process(answers: dict[str, str]) -> dict[str, tuple[int, int]]:
     """{task: (cases passed, cases)} of the source notebook with `answers` in its answer cells, run
-    here: test cells' captures (hidden cases included) judged against the stored references, as
-    the grader judges a sandboxed kernel's (the setup cell's names given, on the CPU)."""
-    from seqmodels.grading import capture, references
-    from seqmodels.grading.compare import judge
-
-    refs, manifest = references.load(SOURCE.parent / "references", PS)
-    training = {t["cell"] for t in manifest["tasks"].values() if "training" in t}
-    notebook = fill(nbformat.read(SOURCE, as_version=4), answers)
-    records: list[dict] = []
-    original = capture.display
-    capture.display = lambda obj, raw=False: records.append(obj[capture.MIME])
+    here (`grading_helpers.graded_in_process`), given the setup cell's names (on the CPU) instead of
+    running it; a training task's cell is graded in tests/test_grading_training.py."""
     namespace = {"math": math, "torch": torch, "make_generator": make_generator}
     namespace["device"] = torch.device("cpu")
-    try:
-        for cell in notebook.cells:
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if cell.cell_type != "code" or grade_id in {"setup", *training}:
-                continue  # (a training task's cell is graded in tests/test_grading_training.py)
-            with contextlib.suppress(Exception), contextlib.redirect_stderr(io.StringIO()):
-                with contextlib.redirect_stdout(io.StringIO()):
-                    exec(compile(cell.source, grade_id, "exec"), namespace)  # noqa: S102
-    finally:
-        capture.display = original
-    captured = {(r["task"], r["case"]): r for r in records if r["kind"] == "case"}
-    scores = {}
-    for task, entry in manifest["tasks"].items():
-        verdicts = [judge(c, captured.get((task, c)), refs[task][c]) for c in entry["cases"]]
-        scores[task] = (sum(v.passed for v in verdicts), len(verdicts))
-    return scores
+    return helpers.graded_in_process(PS, answers, namespace, skip={"setup"})[0]
 
 
 @pytest.fixture(scope="module")
@@ -365,7 +338,7 @@ def test_the_solution_passes_every_case_in_process(answers):
     scores = graded_in_process(answers)
     assert all(passed == n for passed, n in scores.values()), scores
     manifest = helpers.current_manifest(PS, points=AUTOGRADED)
-    assert sorted(scores) == sorted(manifest["tasks"])
+    assert sorted(scores) == sorted(t for t, e in manifest["tasks"].items() if "training" not in e)
 
 
 TASK_OF = {

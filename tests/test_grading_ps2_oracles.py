@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ps1_submissions import fill, solution_answers
+import grading_helpers as helpers
+from ps1_submissions import solution_answers
 from ps2_submissions import CASCADES, KILLED_BY, WRONG
 
 PS = "ps2"
@@ -286,36 +287,9 @@ def test_the_trajectory_equals_an_nn_rnn_trainer_and_clipping_binds_as_the_cases
 
 def graded_in_process(answers: dict[str, str]) -> tuple[dict[str, tuple[int, int]], dict]:
     """({task: (cases passed, cases)}, {(task, case): verdict}) of the source notebook with
-    `answers`, run here but for the training cell and part D: captures judged against the stored
-    references, as the grader judges a sandboxed kernel's (on the CPU)."""
-    from seqmodels.grading import capture, references
-    from seqmodels.grading.compare import judge
-
-    refs, manifest = references.load(SOURCE.parent / "references", PS)
-    notebook = fill(nbformat.read(SOURCE, as_version=4), answers)
-    records: list[dict] = []
-    original = capture.display
-    capture.display = lambda obj, raw=False: records.append(obj[capture.MIME])
-    namespace: dict = {}
-    try:
-        for cell in notebook.cells:
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if cell.cell_type != "code" or grade_id in NOT_RUN_HERE:
-                continue
-            with contextlib.suppress(Exception), contextlib.redirect_stderr(io.StringIO()):
-                with contextlib.redirect_stdout(io.StringIO()):
-                    exec(compile(cell.source, grade_id, "exec"), namespace)  # noqa: S102
-    finally:
-        capture.display = original
-    captured = {(r["task"], r["case"]): r for r in records if r["kind"] == "case"}
-    scores, verdicts = {}, {}
-    for task, entry in manifest["tasks"].items():
-        if "training" in entry:
-            continue
-        for case in entry["cases"]:
-            verdicts[task, case] = judge(case, captured.get((task, case)), refs[task][case])
-        scores[task] = (sum(verdicts[task, c].passed for c in entry["cases"]), len(entry["cases"]))
-    return scores, verdicts
+    `answers`, run here but for the training cell and part D (`grading_helpers.graded_in_process`,
+    on the device the setup cell picks)."""
+    return helpers.graded_in_process(PS, answers, skip=NOT_RUN_HERE)
 
 
 @pytest.fixture(scope="module")
