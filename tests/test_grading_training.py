@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from seqmodels.grading import heldout
+from seqmodels.grading import heldout, training
+from seqmodels.grading.capture import MIME
 from seqmodels.grading.training import KJVWindows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,6 +121,21 @@ def test_a_worse_model_earns_neither_metric_tier(honest):
     got, points = judged(honest, rows=worse)
     assert got["perplexity"] > honest["reference"]["perplexity"] * 1.1
     assert points == 1.0
+
+
+def test_the_evaluation_request_is_answered_under_its_own_nonce(honest, monkeypatch):
+    """`heldout.evaluation_request`'s code, run where the trained model is registered, answers
+    every call's rows under the request's fresh nonce, and only that nonce's rows are measured."""
+    records: list[dict] = []
+    monkeypatch.setattr(training, "display", lambda obj, raw=False: records.append(obj[MIME]))
+    monkeypatch.setattr(training, "_MODELS", {})
+    training.Training("ffn", DATA, TIERS).model(honest["model"])
+    nonce, code = heldout.evaluation_request("ffn", SPEC)
+    assert nonce != heldout.evaluation_request("ffn", SPEC)[0]
+    exec(compile(code, "request", "exec"), {})  # noqa: S102 - the grader's own code
+    expected = heldout.measure_rows(SPEC, honest["curve"], honest["rows"])
+    assert heldout.measure(SPEC, honest["curve"], records, nonce) == expected
+    assert isinstance(heldout.measure(SPEC, honest["curve"], records, "another nonce"), str)
 
 
 def test_the_held_out_positions_come_from_text_the_sandbox_does_not_hold():

