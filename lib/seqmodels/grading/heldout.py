@@ -21,7 +21,6 @@ tiers (`judge`).
 from __future__ import annotations
 
 import base64
-import json
 import math
 import secrets
 from dataclasses import dataclass, field
@@ -96,18 +95,24 @@ class Evaluation:
 
 def evaluation(spec: dict, seed: int = 7) -> Evaluation:
     """The calls of a training task's evaluation request (`spec` is the manifest's ``training``);
-    built once per process (a grading worker grades many submissions of one set)."""
-    return _evaluation(json.dumps(spec, sort_keys=True), seed)
+    built once per process for each data specification and held-out set (a grading worker grades
+    many submissions of one set; the tiers and required tasks do not change the calls)."""
+    return _evaluation(data_from(spec["data"]), spec["heldout"], seed)
 
 
 @lru_cache(maxsize=4)
-def _evaluation(key: str, seed: int) -> Evaluation:
-    spec = json.loads(key)
-    data = data_from(spec["data"])
-    contexts, targets = HELDOUT[spec["heldout"]](data)
+def _last_batch(data: KJVWindows | KJVStream) -> torch.Tensor:
+    """`data`'s last training batch (made from every window or row of the KJV's training split, so
+    built once per data specification, like the held-out contexts)."""
+    return data.last_batch()
+
+
+@lru_cache(maxsize=4)
+def _evaluation(data: KJVWindows | KJVStream, heldout: str, seed: int) -> Evaluation:
+    contexts, targets = HELDOUT[heldout](data)
     vocab_size = len(data.vocabulary())
     g = torch.Generator().manual_seed(seed)
-    last = data.last_batch()
+    last = _last_batch(data)
     if isinstance(data, KJVStream):
         # the causality probe: each chosen sequence keeps its tokens 0 .. upto and gets random ones
         # after; the rows of positions 0 .. upto must not change (they may not see the future)
