@@ -393,11 +393,16 @@ class GuardedExecute(SlicedWaits, Execute):
         """Seconds the notebook may run: twice the solution's, and never under `notebook_budget`."""
         return max(self.notebook_budget, math.ceil(2 * self._seconds.get("total", 0)))
 
-    def _get_timeout(self, cell: NotebookNode | None) -> int:
-        """Seconds `cell` may run: twice the solution's time for it, never under `timeout`."""
+    def _get_timeout(self, cell: NotebookNode | None) -> int | None:
+        """Seconds `cell` may run, or None for no limit (nbclient's contract): nbclient's own answer
+        (`timeout_func`'s for the cell if one is set, else `timeout`), raised to twice the
+        solution's time for the cell."""
+        timeout = super()._get_timeout(cell)
+        if timeout is None:
+            return None
         grade_id = (cell or {}).get("metadata", {}).get("nbgrader", {}).get("grade_id")
         solution = self._seconds.get("cells", {}).get(grade_id, 0) if grade_id else 0
-        return max(self.timeout, math.ceil(2 * solution))
+        return max(timeout, math.ceil(2 * solution))
 
     def _grader_request(self, source: str, index: int) -> list:
         """Run the grader's own `source` in the kernel, as part of cell `index`; its outputs (kept
