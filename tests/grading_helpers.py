@@ -200,6 +200,7 @@ def grade_submissions(
     rule_breakers: dict,
     honest: dict | None = None,
     env: dict | None = None,
+    whole: dict[str, dict[str, str]] | None = None,
 ) -> dict:
     """Grade the solution, the blank release, each wrong answer, each rule-breaker, each honest
     submission and one that forges the grader's output, of `ps`.
@@ -209,8 +210,9 @@ def grade_submissions(
     the solution. `honest` maps a name to ``(answer cell, code, extra cell or None)``: right answers
     written in ways a name-matching grader flagged, and an extra cell appended after that answer
     (the student's own check). `env` adds to the grader's environment (e.g.
-    ``SEQMODELS_GRADING_PROFILE``). Returns the scores, the CSV rows, the students and the grading
-    time.
+    ``SEQMODELS_GRADING_PROFILE``). `whole` maps a student to the answer cells of a whole
+    submission, filled into the release (e.g. tests/paste_submissions.py's). Returns the scores,
+    the CSV rows, the students and the grading time.
     """
     import time
 
@@ -236,6 +238,10 @@ def grade_submissions(
                 with_cell_after(fill(release, {**answers, cell: code}), cell, extra)
             ).encode()
             for name, (cell, code, extra) in (honest or {}).items()
+        },
+        **{
+            name: nbformat.writes(fill(release, cells)).encode()
+            for name, cells in (whole or {}).items()
         },
     }
     submit(course, files, ps)

@@ -1,0 +1,463 @@
+"""'Paste' submissions for Problem Sets 1 and 2: the course library's code, pasted, as the answers.
+
+A helper for the grading round trips (not a test module itself). Issue 28 asks that no part-A task
+be answerable by calling or pasting library code: the sandbox hides the library's models from the
+kernel, but a student can read the installed source and paste it. `paste_answers(ps)` builds, for
+every autograded answer cell of parts A and B, what such a student writes: the source of the nearest
+library object(s), taken with `inspect.getsource` now (so the paste follows the library when it
+changes), and the thinnest adapter to the task's interface. The round trips grade it beside the
+other submissions (tests/test_grading.py for PS1, tests/test_grading_ps2.py for PS2).
+
+**What a paste holds.** Whole library modules, as a student copies files (`pasted_module`): each
+relative import of a module the sandbox hides is replaced by that module's own pasted source (no
+cell imports a hidden module); one of a module the sandbox keeps (`seqmodels.vocab`,
+`seqmodels.padding`, `seqmodels.device`) becomes an absolute import. A module is pasted once, in
+the first answer cell that needs it; later cells use what it defined, as in one kernel.
+
+**What an adapter may do.** Convert the task's arguments into the library's, call the pasted code,
+convert its result into the task's (dtype, device, a dense table from the library's sparse one, a
+new tensor instead of the caller's). It writes no equation, derivative or case the library does not
+hold: where the library has one Kneser–Ney discount and the task asks three, the adapter passes the
+library's one; where the library's training step calls `F.cross_entropy` or `clip_grad_norm_` (both
+forbidden in those tasks), so does the paste; where nothing in the library computes what a task
+returns, the paste leaves the release's `raise NotImplementedError()` in place.
+
+Per task, the object pasted and why it is the nearest:
+
+Problem Set 1 (`seqmodels.ngram`, `metrics`, `feedforward`, `softmax`, `sgd`, `train`):
+
+- Task 1 `bigram_counts`: `NGramLM` (order 2, ``"mle"``) fitted on the sentences. `fit` pads and
+  counts exactly as the task asks; the adapter copies the top level's sparse counts into the dense
+  `(V, V)` int64 table. `fit` refuses an empty corpus, so "no sentences at all" raises.
+- Task 2 `add_k_probs`: `NGramLM(2, V, "add-k", k=k)` and its `distribution` of each context. The
+  library counts sentences, the task gives a table, so the adapter (`_fitted_from_table`) runs
+  `fit`'s own lines (`_ngram_ids`, `_distinct`, `_make_level`) on the table's bigrams, each laid out
+  as its two tokens, instead of on padded sentences.
+- Task 3 `kn_discounts`: the library estimates no discount; its Kneser–Ney has one, `NGramLM`'s
+  default `discount` (0.75), so the paste returns that one three times.
+- Task 4 `kneser_ney_probs`: `NGramLM(2, V, "kneser-ney", discount=D1)` fitted from the table as in
+  Task 2 (`fit`'s lines count the continuations) and its `distribution` of each context: interpolated
+  Kneser–Ney with the library's one discount, D1 for every count.
+- Task 5 `perplexity`: `NGramLM.nll` (every predicted token, ``</s>`` included) and
+  `metrics.perplexity`, with the table as the model's probabilities (its `_prob` looks them up) and
+  `Vocabulary.encode` (out-of-vocabulary words to ``<unk>``) to turn words into ids.
+- Task 6 `ffn_log_probs`: `FeedForwardLM.forward` run on the task's tensors
+  (`torch.func.functional_call`, so gradients reach them), its untied output matrix given as the tie
+  `U = E P`, then `softmax.log_softmax`, the library's stable log-softmax written by hand.
+- Task 7 `sgd_step`: `sgd.sgd_losses` (with `sgd_update_`), Chapter 2's SGD step: the loss before
+  the update, the update in place, no gradient left behind. It computes the loss with
+  `F.cross_entropy` (torch's losses are forbidden in this task) and does not clip; the library's one
+  step that clips, `rnn.truncated_bptt_step`, calls `clip_grad_norm_`, forbidden as well.
+- Task 8 `ffn_training` has no answer cell: it trains with Task 7's step.
+
+Problem Set 2 (`seqmodels.autodiff`, `rnn`, `gated`, `train`, `softmax`):
+
+- Task 1 `gradients`: `autodiff.Node`'s `topological_order` and `backward`, run on the `Var` graph
+  through a `Node` that mirrors each `Var` (`_VarNode`): its parents are the mirrors of the `Var`'s
+  parents, and its `_backward` adds what the `Var`'s `vjp` returns to them, as each op of the engine
+  does. The adapter returns a copy of each input's accumulated `grad`.
+- Task 2 `sum_to`, `mul`, `sigmoid`: `autodiff._unbroadcast` is `sum_to` (the adapter returns a new
+  tensor); the engine has no product and no sigmoid, so those two stay unanswered.
+- Task 3 `rnn_lm_log_probs`: `RNNLM` with the Elman core (`ElmanRNN`), run on the task's tensors
+  (`functional_call`), its second bias `b_hh` set to zeros so that `b_xh + b_hh` is the task's one
+  bias, then `softmax.log_softmax`.
+- Task 4 `lm_bptt`: the nearest, `rnn.bptt`, needs the gradient that reaches every state from the
+  output layer and the loss, `grad_outputs`, which nothing in the library computes by hand for this
+  model, and it has no embedding: the paste leaves the task unanswered.
+- Task 5 `tbptt_step`: `rnn.truncated_bptt_step` with `torch.optim.SGD` (plain SGD) and
+  `clip=max_norm`, on the task's model (Task 3's function): the library's one step of truncated BPTT.
+  It calls `F.cross_entropy` and `clip_grad_norm_`, both forbidden in this task.
+- Task 6 `rnn_training` has no answer cell: it trains with Task 5's step.
+
+Each set's paste is graded in its round trip's smoke profile, where the training task (B2–B4, 4
+points) is not run. Its metric tiers (B3, B4) need every case of the trajectory task (B1) to pass;
+`paste_bound` adds the 1 point of B2 ("runs end to end") as the most the training can add.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import nbformat
+
+from grading_helpers import graded_implementations
+from ps1_submissions import EXPERIMENT_LEFT_OUT
+
+ROOT = Path(__file__).resolve().parents[1]
+FUTURE = "from __future__ import annotations"
+
+#: the most parts A and B's autograded points a paste may earn together (the design guide, §5)
+SHARE = 0.20
+#: parts A and B's points of each set, and the points of its training task's B2 tier ("runs")
+AB_POINTS = {"ps1": 14, "ps2": 14}
+RUNS_POINTS = 1.0
+
+
+def pasted_module(name: str, done: set[str]) -> str:
+    """Module `name`'s source as a student pastes it into one cell: its ``__future__`` import
+    dropped (the cell starts with one), each relative import of a hidden module replaced by that
+    module's pasted source (once: `done` names the modules pasted already), each of a module the
+    sandbox keeps made absolute."""
+    hidden = graded_implementations()
+    text = inspect.getsource(importlib.import_module(name))
+    lines = text.splitlines()
+    before: list[str] = []  # hidden modules this one imports, pasted ahead of it
+    for node in reversed(ast.parse(text).body):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        start, end = node.lineno - 1, node.end_lineno
+        if node.module == "__future__":
+            lines[start:end] = []
+        elif node.level == 1:
+            target = f"seqmodels.{node.module}"
+            if target in hidden:
+                if target not in done:
+                    done.add(target)
+                    before.insert(0, pasted_module(target, done))
+                aliases = [f"{a.asname} = {a.name}" for a in node.names if a.asname]
+                lines[start:end] = [f"# (from {target}, pasted above)", *aliases]
+            else:
+                imported = ", ".join(
+                    a.name + (f" as {a.asname}" if a.asname else "") for a in node.names
+                )
+                lines[start:end] = [f"from {target} import {imported}"]
+    header = f"# ---- pasted: the source of {name} (inspect.getsource) ----"
+    return "\n\n".join([*before, header + "\n" + "\n".join(lines)])
+
+
+def _paste(names: list[str], done: set[str]) -> str:
+    """The pasted source of each module of `names` not pasted yet (in that order)."""
+    parts = []
+    for name in names:
+        if name not in done:
+            done.add(name)
+            parts.append(pasted_module(name, done))
+    return "\n\n".join(parts)
+
+
+def _cell(pasted: str, adapter: str) -> str:
+    return "\n\n".join(p.strip("\n") for p in (FUTURE, pasted, adapter) if p.strip())
+
+
+# ------------------------------------------------------------------ Problem Set 1's adapters
+
+_PS1_BIGRAM_COUNTS = '''
+# ---- adapter: the task's interface over the pasted NGramLM ----
+def bigram_counts(sentences: list[list[int]], vocab_size: int) -> torch.Tensor:
+    """NGramLM(2, V, "mle").fit pads and counts; its sparse top level, as a dense (V, V) table."""
+    model = NGramLM(2, vocab_size, "mle").fit(sentences)
+    top = model._levels[-1]
+    counts = torch.zeros(vocab_size, vocab_size, dtype=torch.int64)
+    for (h,), r in top.row.items():
+        tokens, token_counts = top.followers(r)
+        counts[h, torch.from_numpy(tokens)] = torch.from_numpy(token_counts)
+    return counts
+'''
+
+_PS1_ADD_K = '''
+# ---- adapter: NGramLM fitted from a table of bigram counts instead of sentences ----
+def _fitted_from_table(counts, smoothing, **options):
+    """NGramLM(2, V, smoothing), its levels built by fit's own lines from the table's bigrams."""
+    table = counts.cpu()
+    model = NGramLM(2, table.shape[0], smoothing, **options)
+    pairs = table.nonzero()
+    # each bigram (h, w) seen c times, laid out c times as its two tokens; the predicted tokens are
+    # the second of each pair (fit's `targets`, which it finds after padding sentences)
+    corpus = pairs.repeat_interleave(table[pairs[:, 0], pairs[:, 1]], dim=0).reshape(-1).numpy()
+    targets = np.arange(1, len(corpus), 2)
+    # fit's lines, from here on
+    with _gc_paused():
+        ids = _ngram_ids(corpus, model.order)
+        ends, level_counts = _distinct(ids[-1], targets)
+        levels = [_make_level(_grams(corpus, ends, model.order), level_counts)]
+        if model.smoothing == "kneser-ney":
+            for m in range(model.order - 1, 0, -1):
+                ends, level_counts = _distinct(ids[m - 1], ends)
+                levels.insert(0, _make_level(_grams(corpus, ends, m), level_counts))
+    model._levels = levels
+    return model
+
+
+def _table(model, like):
+    """The model's distribution of every context, as a (V, V) float64 table on `like`'s device."""
+    V = model.vocab_size
+    return torch.stack([model.distribution([h]) for h in range(V)]).to(like.device)
+
+
+def add_k_probs(counts: torch.Tensor, k: float) -> torch.Tensor:
+    """NGramLM(2, V, "add-k", k=k)'s distribution of each context."""
+    return _table(_fitted_from_table(counts, "add-k", k=k), counts)
+'''
+
+_PS1_KN_DISCOUNTS = '''
+# ---- adapter: the library's Kneser-Ney has one discount, and estimates none ----
+def kn_discounts(counts: torch.Tensor) -> torch.Tensor:
+    """NGramLM's one discount (its default), for D1, D2 and D3+."""
+    D = NGramLM(2, max(counts.shape[0], 3)).discount
+    return torch.full((3,), D, dtype=torch.float64, device=counts.device)
+'''
+
+_PS1_KNESER_NEY = '''
+# ---- adapter: the library's interpolated Kneser-Ney, with its one discount ----
+def kneser_ney_probs(counts: torch.Tensor, discounts: torch.Tensor) -> torch.Tensor:
+    """NGramLM(2, V, "kneser-ney", discount=D1)'s distribution of each context."""
+    model = _fitted_from_table(counts, "kneser-ney", discount=float(discounts[0]))
+    return _table(model, counts)
+'''
+
+_PS1_PERPLEXITY = '''
+# ---- adapter: NGramLM.nll over the given table, then metrics.perplexity ----
+_library_perplexity = perplexity  # seqmodels.metrics.perplexity, pasted above (this cell's def
+# below takes its name)
+
+
+def perplexity(probs: torch.Tensor, sentences: list[list[str]], stoi: dict[str, int]) -> float:
+    """metrics.perplexity(*NGramLM.nll(ids)), the model's probabilities looked up in `probs`."""
+    vocab = Vocabulary(sorted(stoi, key=stoi.get))  # ids as in stoi
+    model = NGramLM(2, probs.shape[0])
+    model._levels = []  # "fitted": its probabilities are the table's
+    model._prob = lambda h, w: float(probs[h[0], w])
+    return _library_perplexity(*model.nll([vocab.encode(s) for s in sentences]))
+'''
+
+_PS1_FFN = '''
+# ---- adapter: FeedForwardLM's forward pass on the given tensors, then softmax.log_softmax ----
+def ffn_log_probs(params: dict[str, torch.Tensor], contexts: torch.Tensor) -> torch.Tensor:
+    """log_softmax(FeedForwardLM(...)(contexts)) with C = E, H = W_xh, d = b_h, U = E P, b = b_y."""
+    E = params["E"]
+    (V, m), q = E.shape, params["b_h"].shape[0]
+    model = FeedForwardLM(V, contexts.shape[1], m, q)
+    tensors = {"C": E, "H": params["W_xh"], "d": params["b_h"], "U": E @ params["P"], "b": params["b_y"]}
+    return log_softmax(torch.func.functional_call(model, tensors, (contexts,)))
+'''
+
+_PS1_SGD_STEP = '''
+# ---- adapter: sgd.sgd_losses, one step on the whole batch, over the task's dict of tensors ----
+class _Model:
+    """What sgd_losses uses of a model: parameters(), train() and a call giving logits."""
+
+    def __init__(self, params):
+        self.params = params
+
+    def parameters(self):
+        return iter(self.params.values())
+
+    def train(self):
+        return self
+
+    def __call__(self, contexts):
+        return ffn_log_probs(self.params, contexts)  # log-probabilities are logits too
+
+
+def sgd_step(
+    params: dict[str, torch.Tensor], windows: torch.Tensor, lr: float, max_norm: float
+) -> float:
+    """sgd_losses on one batch of every row (the library's SGD step does not clip)."""
+    contexts, targets = windows[:, :-1], windows[:, -1]
+    batch = torch.arange(len(targets), device=targets.device)
+    return sgd_losses(_Model(params), contexts, targets, [batch], lr)[0]
+'''
+
+# ------------------------------------------------------------------ Problem Set 2's adapters
+
+_PS2_GRADIENTS = '''
+# ---- adapter: the Var graph seen as the engine's Nodes, then Node.backward ----
+class _VarNode(Node):
+    """A Node standing for one Var: its parents are the mirrors of the Var's parents, and its
+    _backward adds what the Var's vjp returns to their grads, as each op of the engine does."""
+
+    def __init__(self, var, mirrors):
+        self.var, self.mirrors = var, mirrors
+        self.value, self.op = var.value, "var"
+        self.grad = torch.zeros_like(var.value)
+
+    @property
+    def parents(self):
+        return tuple(self.mirrors.of(p) for p in self.var.parents)
+
+    def _backward(self):
+        if self.var.vjp is not None:
+            for parent, g in zip(self.parents, self.var.vjp(self.grad)):
+                parent.grad += g
+
+
+class _Mirrors(dict):
+    def of(self, var):
+        if id(var) not in self:
+            self[id(var)] = _VarNode(var, self)
+        return self[id(var)]
+
+
+def gradients(output: Var, inputs: list[Var], grad: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """Node.backward over the mirrored graph; each input's accumulated grad, copied."""
+    mirrors = _Mirrors()
+    mirrors.of(output).backward(grad)
+    return [mirrors.of(x).grad.clone() for x in inputs]
+'''
+
+_PS2_BROADCAST_OPS = '''
+# ---- adapter: autodiff._unbroadcast is sum_to; the engine has no product and no sigmoid ----
+def sum_to(grad: torch.Tensor, shape) -> torch.Tensor:
+    """`grad` summed over the axes broadcasting added or stretched, to `shape` (a new tensor)."""
+    return _unbroadcast(grad, torch.Size(shape)).clone()
+
+
+def mul(a: Var, b: Var) -> Var:
+    """The node of a * b (broadcast), its vjp summing each gradient back to its operand's shape."""
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+def sigmoid(a: Var) -> Var:
+    """The node of sigmoid(a), elementwise; its vjp is g * y * (1 - y)."""
+    # YOUR CODE HERE
+    raise NotImplementedError()
+'''
+
+_PS2_RNN_LM = '''
+# ---- adapter: RNNLM (Elman core) on the given tensors, then softmax.log_softmax ----
+def rnn_lm_log_probs(
+    params: dict[str, torch.Tensor], inputs: torch.Tensor, h0: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """log_softmax of RNNLM(...)(inputs, h0)'s logits, its two biases b and 0; and the last state."""
+    (V, m), q = params["E"].shape, params["b"].shape[0]
+    model = RNNLM(V, m, q, core="elman")
+    tensors = {
+        "embedding.weight": params["E"],
+        "rnn.weight_ih_l0": params["W_xh"],
+        "rnn.weight_hh_l0": params["W_hh"],
+        "rnn.bias_ih_l0": params["b"],
+        "rnn.bias_hh_l0": torch.zeros_like(params["b"]),
+        "output.weight": params["W_hy"],
+        "output.bias": params["b_y"],
+    }
+    logits, h_last = torch.func.functional_call(model, tensors, (inputs,), {"h0": h0})
+    return log_softmax(logits), h_last
+'''
+
+_PS2_LM_BPTT = '''
+# ---- rnn.bptt (pasted above) needs the gradient reaching each state from the output layer and
+# the loss, which no library code computes by hand, and has no embedding: left unanswered ----
+def lm_bptt(
+    params: dict[str, torch.Tensor], inputs: torch.Tensor, targets: torch.Tensor, h0: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The mean NLL of one chunk and its gradients (every parameter and h0), by hand."""
+    # YOUR CODE HERE
+    raise NotImplementedError()
+'''
+
+_PS2_TBPTT_STEP = '''
+# ---- adapter: rnn.truncated_bptt_step with plain SGD, on the task's model ----
+class _Model:
+    """What truncated_bptt_step uses of a model: a call giving (logits, last state), parameters()."""
+
+    def __init__(self, params):
+        self.params = params
+
+    def parameters(self):
+        return iter(self.params.values())
+
+    def __call__(self, inputs, h0=None):
+        return rnn_lm_log_probs(self.params, inputs, h0)  # log-probabilities are logits too
+
+
+def tbptt_step(
+    params: dict[str, torch.Tensor], batch: torch.Tensor, h: torch.Tensor, lr: float, max_norm: float
+) -> tuple[float, torch.Tensor]:
+    """truncated_bptt_step(model, inputs, targets, h, SGD(lr), clip=max_norm)."""
+    optimizer = torch.optim.SGD(list(params.values()), lr=lr)
+    return truncated_bptt_step(_Model(params), batch[:, :-1], batch[:, 1:], h, optimizer, max_norm)
+'''
+
+#: answer cell → (the library modules its paste needs, its adapter); a module already pasted in an
+#: earlier cell is not pasted again
+_PLAN: dict[str, dict[str, tuple[list[str], str]]] = {
+    "ps1": {
+        "bigram_counts": (["seqmodels.ngram"], _PS1_BIGRAM_COUNTS),
+        "add_k_probs": ([], _PS1_ADD_K),
+        "kn_discounts": ([], _PS1_KN_DISCOUNTS),
+        "kneser_ney_probs": ([], _PS1_KNESER_NEY),
+        "perplexity": ([], _PS1_PERPLEXITY),
+        "ffn_log_probs": (["seqmodels.feedforward", "seqmodels.softmax"], _PS1_FFN),
+        "sgd_step": (["seqmodels.sgd"], _PS1_SGD_STEP),
+    },
+    "ps2": {
+        "gradients": (["seqmodels.autodiff"], _PS2_GRADIENTS),
+        "broadcast_ops": ([], _PS2_BROADCAST_OPS),
+        "rnn_lm_log_probs": (["seqmodels.rnn", "seqmodels.softmax"], _PS2_RNN_LM),
+        "lm_bptt": ([], _PS2_LM_BPTT),
+        "tbptt_step": ([], _PS2_TBPTT_STEP),
+    },
+}
+
+#: the graded tasks of parts A and B of each set, with no answer cell of their own (training)
+TRAINING = {"ps1": "ffn_training", "ps2": "rnn_training"}
+
+
+def paste_answers(ps: str) -> dict[str, str]:
+    """grade_id → answer-cell code of `ps`'s paste submission (part D's experiment left out)."""
+    done: set[str] = set()
+    answers = {
+        cell: _cell(_paste(modules, done), adapter)
+        for cell, (modules, adapter) in _PLAN[ps].items()
+    }
+    answers["d_experiment"] = EXPERIMENT_LEFT_OUT
+    return answers
+
+
+def feedback_points(html: str) -> dict[str, tuple[float, float]]:
+    """{task: (points earned, points of the task)} from a feedback page's "task: p of P points"."""
+    return {
+        t: (float(p), float(m))
+        for t, p, m in re.findall(r"(\w+): ([\d.]+) of ([\d.]+) points", html)
+    }
+
+
+def paste_bound(points: dict[str, tuple[float, float]]) -> float:
+    """What the paste can earn of parts A and B in the full profile, from its smoke-profile
+    `points`: what they paid, plus the training task's B2 tier ("runs"); B3 and B4 need the
+    trajectory task's every case, which the library's forbidden tools fail."""
+    return sum(p for p, _ in points.values()) + RUNS_POINTS
+
+
+def answer_cell_errors(notebook: nbformat.NotebookNode, ps: str) -> dict[str, list[str]]:
+    """grade_id → what the grader says each answer cell of the paste raised, in the graded
+    `notebook` (it keeps a student cell's error as "[this cell raised NameError; ...]"): none, for
+    a paste that still pastes (its source compiles and imports nothing hidden)."""
+    raised = {}
+    for cell in notebook.cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id in _PLAN[ps]:
+            texts = [str(o.get("data", {}).get("text/plain", "")) for o in cell.get("outputs", [])]
+            errors = [
+                o.get("ename", "?")
+                for o in cell.get("outputs", [])
+                if o.get("output_type") == "error"
+            ]
+            errors += [m for t in texts for m in re.findall(r"\[this cell raised (\w+)", t)]
+            if errors:
+                raised[grade_id] = errors
+    return raised
+
+
+#: each set's paste as last measured (points of parts A and B, per task), for the tests' messages
+MEASURED = {
+    "ps1": (
+        "PS1's paste earned 5.02 of parts A and B's 14 points in the smoke profile and 6.02 (43 %) "
+        "in the full one: ffn_log_probs 2 of 2 (FeedForwardLM with U = E P, softmax.log_softmax), "
+        "perplexity 1 of 1, bigram_counts 0.875 of 1 (7 of 8 cases), add_k_probs 0.857 of 1 "
+        "(6 of 7), kneser_ney_probs 0.286 of 2 (the one-discount case), kn_discounts 0, sgd_step 0 "
+        "(torch's loss, held for review) and ffn_training 1 of 4 (B2, runs end to end)"
+    ),
+    "ps2": (
+        "PS2's paste earned 4.62 of parts A and B's 14 points in the smoke profile and 5.62 (40 %) "
+        "in the full one: gradients 2 of 2 (Node.backward over Nodes mirroring the Vars), "
+        "rnn_lm_log_probs 2 of 2 (RNNLM with b_hh = 0, softmax.log_softmax), broadcast_ops 0.615 "
+        "of 2 (sum_to, 4 of 13 cases), lm_bptt 0, tbptt_step 0 (torch's loss and clipping, held "
+        "for review) and rnn_training 1 of 4 (B2, runs end to end)"
+    ),
+}
