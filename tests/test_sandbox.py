@@ -576,3 +576,45 @@ def test_a_python_environment_under_tmp_is_bound_after_the_sandboxs_own_tmp(tmp_
     tmp_mount = argv.index("/tmp", argv.index("--tmpfs"))
     binds = [i for i, arg in enumerate(argv) if arg == prefix and argv[i - 2] == "--ro-bind"]
     assert binds and all(i > tmp_mount for i in binds), (tmp_mount, binds)
+
+
+class _GPUSandbox(Sandbox):
+    """A sandbox as on a GPU machine: no address-space limit (CUDA needs the address space)."""
+
+    def rlimit_values(self) -> dict[str, int]:
+        values = super().rlimit_values()
+        values.pop("RLIMIT_AS", None)
+        return values
+
+
+def test_without_a_cgroup_or_an_address_limit_a_sandbox_past_its_memory_is_stopped(monkeypatch):
+    """On a GPU machine with no writable cgroup (the H100 machine here: cgroup v2, read-only),
+    resident memory is watched: 1.5 GiB written in a 1 GiB sandbox stops it, and says so."""
+    from seqmodels.grading import sandbox as module
+
+    monkeypatch.setattr(module, "_cgroup_paths", lambda: {})
+    assert "resident memory 1024 MiB (watched" in _GPUSandbox(memory_mb=1024).describe()
+
+    async def start(folder):
+        km = SandboxedKernelManager(kernel_name="python3")
+        km.sandbox = _GPUSandbox(memory_mb=1024)
+        await km.start_kernel(cwd=folder)
+        kc = km.client()
+        kc.start_channels()
+        await kc.wait_for_ready(timeout=60)
+        return km, kc
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        km, kc = asyncio.run(start(folder))
+        try:
+            assert "ok" in _execute(kc, "x = b'x' * (256 * 2**20)\nprint('ok')")
+            bomb = "y = [b'y' * (256 * 2**20) for _ in range(6)]\nprint('survived')"
+            with pytest.raises(TimeoutError):  # the kernel died: no reply comes
+                asyncio.run(kc.execute_interactive(bomb, timeout=20))
+            assert km.resident_memory_exceeded > 1024 * 2**20
+            assert not asyncio.run(km.is_alive())
+        finally:
+            kc.stop_channels()
+            asyncio.run(km.shutdown_kernel(now=True))

@@ -364,6 +364,14 @@ class GuardedExecute(SlicedWaits, Execute):
                     f"files, file mappings, sockets), over its {self.km.kernel_memory_bytes // 2**20} "
                     "MB]",
                 )
+            resident = getattr(self.km, "resident_memory_exceeded", 0)
+            if resident:
+                note(
+                    resources,
+                    index,
+                    f"[the sandbox was stopped: its processes held {resident // 2**20} MB of "
+                    f"memory, over its {self.memory_limit_mb} MB]",
+                )
         except CellTimeoutError:
             self._stopped = "a cell ran past its time limit and the kernel did not recover"
             note(resources, index, f"[this cell ran longer than {self._get_timeout(cell)} s]")

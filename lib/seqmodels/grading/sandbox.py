@@ -407,7 +407,10 @@ class Sandbox:
         """The bwrap command that runs `inner` (argv inside the sandbox) for one kernel; with
         `seccomp_fd`, an open descriptor of `seccomp_filter`'s program (passed to bwrap)."""
         as_root = os.geteuid() == 0
-        argv = [self.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+        # an absolute path: the kernel is started with an empty environment, whose search path
+        # would be Python's default (/bin:/usr/bin), not the grader's (bwrap in /usr/local/bin)
+        bwrap = shutil.which(self.bwrap) or self.bwrap
+        argv = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
         argv += ["--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent"]
         argv += ["--new-session", "--clearenv"]
         if not as_root:
@@ -445,7 +448,7 @@ class Sandbox:
         # the scratch tmpfs first: a Python environment under /tmp (a fresh clone's, say) is then
         # bound inside the sandbox's /tmp, not hidden by it
         argv += ["--proc", "/proc", "--dev", "/dev"]
-        for device in sorted(Path("/dev").glob("nvidia*")):  # CUDA, when the machine has it
+        for device in self.gpu_devices():
             argv += ["--dev-bind", str(device), str(device)]
         tmpfs = (("/dev/shm", 64), ("/tmp", 64), (HOME, self.scratch_mb), (KERNEL, KERNEL_MB))
         for path, megabytes in tmpfs:
@@ -504,17 +507,29 @@ class Sandbox:
     def python(self) -> str:
         return f"{Path(sys.prefix).resolve()}/bin/python{sysconfig.get_python_version()}"
 
+    def gpu_devices(self) -> list[Path]:
+        """The machine's NVIDIA device nodes, which the kernel gets (CUDA, when there is a GPU)."""
+        return sorted(Path("/dev").glob("nvidia*"))
+
     # ------------------------------------------------------------------ limits
     def rlimit_values(self) -> dict[str, int]:
         """Per-process limits, by `resource` name: address space, CPU seconds, file size, core,
-        open files (with `max_processes`, at most their product in the host's file table)."""
-        return {
+        open files (with `max_processes`, at most their product in the host's file table).
+
+        No address-space limit where the kernel gets a GPU: a CUDA build of torch maps GiBs of
+        libraries and reserves address space for the device (``import torch`` raised MemoryError
+        under a 3 GiB ``RLIMIT_AS`` on an H100 machine). Memory is then bounded by the cgroup, or
+        where none can be made, by `SandboxedKernelManager`'s watch of resident memory."""
+        values = {
             "RLIMIT_AS": self.memory_mb * 2**20,
             "RLIMIT_CPU": self.cpu_seconds,
             "RLIMIT_FSIZE": self.scratch_mb * 2**20,
             "RLIMIT_CORE": 0,
             "RLIMIT_NOFILE": self.open_files,
         }
+        if self.gpu_devices():
+            del values["RLIMIT_AS"]
+        return values
 
     def inside_rlimits(self) -> dict[str, int]:
         """Limits set inside the sandbox, by its first process there. As an ordinary user,
@@ -550,17 +565,23 @@ class Sandbox:
             whole.append(f"{self.max_processes} processes and threads")
         if "cpu" in limits:
             whole.append(f"{self.cpu_cores:g} CPU core(s)")
+        address = f"address space {self.memory_mb} MiB, "
+        if "RLIMIT_AS" not in self.rlimit_values():
+            address = ""
+            if "memory" not in limits:
+                whole.append(f"resident memory {self.memory_mb} MiB (watched: a GPU, no cgroup)")
         per_process = (
-            f"per process: address space {self.memory_mb} MiB, CPU {self.cpu_seconds} s, "
-            f"{self.open_files} open files"
+            f"per process: {address}CPU {self.cpu_seconds} s, {self.open_files} open files"
         )
         if self.inside_rlimits():
             per_process += (
                 f"; {self.max_processes} processes and threads in all (RLIMIT_NPROC, counted in "
                 "the sandbox's user namespace)"
             )
-        if whole:
+        if whole and limits:
             return f"cgroup for the whole sandbox: {', '.join(whole)}; {per_process}"
+        if whole:
+            return f"no writable cgroup here, so {', '.join(whole)}; {per_process}"
         return f"no writable cgroup here, so {per_process} (memory not summed over processes)"
 
     def check(self) -> str:
@@ -685,6 +706,7 @@ class SandboxedKernelManager(CappedKernelManager):
         self._grader_pipe: tuple[int, int] | None = None
         self.relay: Relay | None = None
         self.kernel_memory_exceeded = 0  # bytes held when the watchdog stopped the sandbox
+        self.resident_memory_exceeded = 0  # likewise, `_watch_resident_memory`
 
     async def _async_pre_start_kernel(self, **kw):
         self._submission = Path(kw.pop("cwd", None) or self._run / "course").resolve()
@@ -739,6 +761,12 @@ class SandboxedKernelManager(CappedKernelManager):
                     if self._zygote is not None:
                         await self._fork_kernel(int(child[0]))
                     self._open_relay(int(child[0]))
+                    bounded = self._cgroup is not None and "memory" in self._cgroup.limits
+                    if not bounded and "RLIMIT_AS" not in self.sandbox.rlimit_values():
+                        watch = threading.Thread(
+                            target=self._watch_resident_memory, args=(int(child[0]),), daemon=True
+                        )
+                        watch.start()
                     return
             except (OSError, IndexError):
                 if process.poll() is not None:
@@ -772,6 +800,41 @@ class SandboxedKernelManager(CappedKernelManager):
                 self.kernel_memory_exceeded = used
                 self.log.warning("sandbox held %d MB of kernel memory: stopped", used // 2**20)
                 cgroup.kill_all()
+                return
+            time.sleep(0.1)
+
+    def _watch_resident_memory(self, init: int) -> None:
+        """Stop the sandbox whose init is `init` once its processes' resident memory passes
+        `Sandbox.memory_mb`: the memory bound where neither a cgroup nor ``RLIMIT_AS`` gives one
+        (a GPU machine with no writable cgroup). Its processes are those in the init's PID
+        namespace, summed ten times a second."""
+        limit, page = self.sandbox.memory_mb * 2**20, os.sysconf("SC_PAGE_SIZE")
+        try:
+            namespace = os.stat(f"/proc/{init}/ns/pid").st_ino
+        except OSError:
+            return
+        while True:
+            used, alive = 0, False
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    if os.stat(f"/proc/{entry.name}/ns/pid").st_ino != namespace:
+                        continue
+                    with open(f"/proc/{entry.name}/statm") as statm:
+                        used += int(statm.read().split()[1]) * page
+                    alive = True
+                except (OSError, ValueError, IndexError):
+                    continue
+            if not alive:
+                return  # the sandbox has ended
+            if used > limit:
+                self.resident_memory_exceeded = used
+                self.log.warning("sandbox held %d MB of resident memory: stopped", used // 2**20)
+                try:
+                    os.kill(init, signal.SIGKILL)  # its PID namespace ends with it
+                except OSError:
+                    pass
                 return
             time.sleep(0.1)
 
