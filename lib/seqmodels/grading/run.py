@@ -100,7 +100,8 @@ def nbgrader(command: str, assignment: str, **kwargs) -> None:
     api = NbGraderAPI(config=course_config(str(ROOT), **kwargs.pop("config", {})))
     result = getattr(api, command)(assignment, **kwargs)
     if not result["success"]:
-        raise RuntimeError(f"nbgrader {command} {assignment} failed:\n{result['log'][-3000:]}")
+        said = result.get("log") or result.get("error") or repr(result)  # the log, or its error
+        raise RuntimeError(f"nbgrader {command} {assignment} failed:\n{said[-3000:]}")
 
 
 def repair_unreadable(submission: Path, release: Path) -> list[str]:
