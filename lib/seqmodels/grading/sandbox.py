@@ -36,9 +36,11 @@
   (``memory.limit_in_bytes``/``memory.max``), processes (``pids.max``) and CPU (a quota of
   ``cpu_cores`` cores). Elsewhere the per-process rlimits below stand alone; `Sandbox.describe`
   says which limits apply, and the grader logs it. As an ordinary user, ``RLIMIT_NPROC`` set
-  inside the sandbox's user namespace, where Linux counts it per sandbox. Always: ``RLIMIT_AS``
-  (address space per process), ``RLIMIT_CPU`` (CPU seconds per process), ``RLIMIT_FSIZE`` (the
-  scratch size), ``RLIMIT_NOFILE`` (open files per process), no core files.
+  inside the sandbox's user namespace, where Linux counts it per sandbox. Always: ``RLIMIT_CPU``
+  (CPU seconds per process), ``RLIMIT_FSIZE`` (the scratch size), ``RLIMIT_NOFILE`` (open files per
+  process), no core files; and ``RLIMIT_AS`` (address space per process) unless the kernel gets a
+  GPU (a CUDA build of torch cannot even be imported under it): there, where no cgroup bounds
+  memory, the grader watches the sandbox's resident memory and stops it past the limit.
 """
 
 from __future__ import annotations
