@@ -285,30 +285,41 @@ def autograded(course: Path, student: str, ps: str) -> str:
     return (course / "grading" / "autograded" / student / ps / f"{ps}.ipynb").read_text()
 
 
+#: a task's points line on a feedback page: "task: p of m points"
+POINTS_LINE = re.compile(r"(\w+): ([\d.]+) of ([\d.]+) points")
+
+
 def task_points(html: str) -> dict[str, float]:
-    """{task: points} from the feedback's "task: p of 2 points" lines."""
-    return {t: float(p) for t, p in re.findall(r"(\w+): ([\d.]+) of 2 points", html)}
+    """{task: points earned} from the feedback's "task: p of m points" lines."""
+    return {t: float(p) for t, p, _ in POINTS_LINE.findall(html)}
 
 
 def task_section(html: str, task: str) -> str:
     """The feedback of one task: from its points line to the next task's."""
-    return html.split(f"{task}: ", 1)[1].split(" of 2 points", 2)[1]
+    return re.split(r" of [\d.]+ points", html.split(f"{task}: ", 1)[1], maxsplit=2)[1]
 
 
-def assert_full_marks_and_blank_none(graded: dict, ps: str, tasks) -> None:
-    assert graded["scores"]["solution"] == 10
+def assert_full_marks_and_blank_none(
+    graded: dict, ps: str, maxima: dict[str, float], full: float = 10
+) -> None:
+    """The solution earns `full` and every task of `maxima` (task → its points) all its points."""
+    assert graded["scores"]["solution"] == full
     assert graded["scores"]["blank"] == 0
     html = feedback(graded["course"], "solution", ps)
-    assert task_points(html) == dict.fromkeys(tasks, 2)
+    earned = task_points(html)
+    assert {t: earned.get(t) for t in maxima} == maxima, earned
 
 
-def assert_loses_points_on_its_own_task_only(graded: dict, ps: str, name: str, task: str) -> None:
-    """Wrong answer `name` scores 0 < s < 10, loses only on `task`, and a FAIL row says how."""
-    assert 0 < graded["scores"][f"wrong-{name}"] < 10
+def assert_loses_points_on_its_own_task_only(
+    graded: dict, ps: str, name: str, task: str, maxima: dict[str, float], full: float = 10
+) -> None:
+    """Wrong answer `name` scores 0 < s < `full`, loses only on `task` of the tasks of `maxima`
+    (task → its points), and a FAIL row says how."""
+    assert 0 < graded["scores"][f"wrong-{name}"] < full
     html = feedback(graded["course"], f"wrong-{name}", ps)
     points = task_points(html)
-    assert points[task] < 2, points
-    assert all(p == 2 for t, p in points.items() if t != task), points
+    assert points[task] < maxima[task], points
+    assert all(points[t] == m for t, m in maxima.items() if t != task), points
     # that task's table has a FAIL row naming the case, and says how it failed
     section = task_section(html, task)
     assert re.search(r"<td>[^<]+</td>\s*<td>FAIL</td>", section), section[:3000]
@@ -317,14 +328,22 @@ def assert_loses_points_on_its_own_task_only(graded: dict, ps: str, name: str, t
 
 
 def assert_earns_nothing_for_its_task(
-    graded: dict, ps: str, name: str, task: str, test_cell: str, text: str
+    graded: dict,
+    ps: str,
+    name: str,
+    task: str,
+    test_cell: str,
+    text: str,
+    task_max: float = 2,
+    full: float = 10,
 ) -> None:
-    """Rule-breaker `name` gets 0 on `task` and full marks elsewhere. If `text` says what the cell
+    """Rule-breaker `name` gets 0 on `task` (worth `task_max`) and full marks elsewhere (`full` in
+    all, less that task's points). If `text` says what the cell
     raised (the tool is absent from the sandbox), the feedback says so; otherwise the task is held
     for review: the feedback says that and shows no evidence, the CSV's review column names the test
     cell, and the graded notebook (formgrader) holds the evidence `text` for the instructor."""
     html = feedback(graded["course"], f"rule-{name}", ps)
-    assert graded["scores"][f"rule-{name}"] == 8
+    assert graded["scores"][f"rule-{name}"] == full - task_max
     assert task_points(html)[task] == 0
     plain = unescape(re.sub(r"<[^>]+>", "", html))  # the page's text, as a browser shows it
     if text.startswith("this cell raised"):
@@ -336,9 +355,9 @@ def assert_earns_nothing_for_its_task(
     assert text in autograded(graded["course"], f"rule-{name}", ps)
 
 
-def assert_honest_and_unflagged(graded: dict, ps: str, student: str) -> None:
-    """Full marks, no review, and the feedback says nothing of rules."""
-    assert graded["scores"][student] == 10, student
+def assert_honest_and_unflagged(graded: dict, ps: str, student: str, full: float = 10) -> None:
+    """Full marks (`full`), no review, and the feedback says nothing of rules."""
+    assert graded["scores"][student] == full, student
     assert graded["rows"][student]["review"] == ""
     assert "Held for" not in feedback(graded["course"], student, ps)
 
@@ -387,10 +406,12 @@ class RoundTrip:
 
     A subclass sets ``PS``; ``TASK_OF`` (test cell → the task its Checker reports); ``TESTS``,
     ``WRONG``, ``RULE_BREAKERS`` from its ``psN_submissions`` module; and ``HIDDEN``, course modules
-    that must be hidden from the kernel. Its problem set is graded once per class: the solution earns
-    10 and the blank 0; each wrong answer loses points on its own task only, with feedback naming the
-    failing case; each rule-breaker earns nothing for its task, and one that imports a hidden module
-    (``imports-seqmodels-<module>``) meets an ImportError.
+    that must be hidden from the kernel; ``POINTS``, the points of each task whose test cell is not
+    worth 2, and ``FULL``, what the solution earns in the round trip's profile. Its problem set is
+    graded once per class: the solution earns ``FULL`` and the blank 0; each wrong answer loses
+    points on its own task only, with feedback naming the failing case; each rule-breaker earns
+    nothing for its task, and one that imports a hidden module (``imports-seqmodels-<module>``)
+    meets an ImportError.
     """
 
     PS: str = ""
@@ -400,6 +421,9 @@ class RoundTrip:
     RULE_BREAKERS: dict = {}
     HONEST: dict = {}
     HIDDEN: tuple[str, ...] = ()
+    #: task → its points, for a task not worth 2; the solution's score in the round trip
+    POINTS: dict[str, float] = {}
+    FULL: float = 10
     #: the grading profile of the round trip (None: the grader's default, "full"); a set with a
     #: training task uses "smoke", where its training cells are not run and earn nothing
     PROFILE: str | None = None
@@ -425,20 +449,29 @@ class RoundTrip:
             course, cls.PS, cls.TESTS, cls.WRONG, cls.RULE_BREAKERS, cls.HONEST, env=env
         )
 
+    @classmethod
+    def maxima(cls) -> dict[str, float]:
+        """Each task's points (task → points)."""
+        return {task: cls.POINTS.get(task, 2) for task in cls.TASK_OF.values()}
+
     def test_the_solution_earns_full_marks_and_the_blank_release_none(self, graded):
-        assert_full_marks_and_blank_none(graded, self.PS, self.TASK_OF.values())
+        assert_full_marks_and_blank_none(graded, self.PS, self.maxima(), self.FULL)
 
     def test_a_plausible_wrong_answer_loses_points_on_its_own_task_only(self, graded, wrong):
         task = self.TASK_OF[self.WRONG[wrong][2]]
-        assert_loses_points_on_its_own_task_only(graded, self.PS, wrong, task)
+        assert_loses_points_on_its_own_task_only(
+            graded, self.PS, wrong, task, self.maxima(), self.FULL
+        )
 
     def test_a_forbidden_tool_or_the_library_in_a_task_earns_nothing_for_it(self, graded, rule):
         _, _, test_cell, text = self.RULE_BREAKERS[rule]
         task = self.TASK_OF[test_cell]
-        assert_earns_nothing_for_its_task(graded, self.PS, rule, task, test_cell, text)
+        assert_earns_nothing_for_its_task(
+            graded, self.PS, rule, task, test_cell, text, self.maxima()[task], self.FULL
+        )
 
     def test_honest_code_that_names_or_checks_against_a_tool_is_not_flagged(self, graded, honest):
-        assert_honest_and_unflagged(graded, self.PS, f"honest-{honest}")
+        assert_honest_and_unflagged(graded, self.PS, f"honest-{honest}", self.FULL)
 
     def test_forged_grader_output_earns_nothing_and_reaches_no_page(self, graded):
         assert_forged_output_earns_nothing(graded, self.PS)
