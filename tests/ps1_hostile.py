@@ -6,8 +6,9 @@ and returns the file's bytes (a notebook, or not), so tests can also submit file
 JSON. `HOSTILE` maps a student id to (builder, expected score out of `FULL`, PS1's autograded
 points, text the feedback must contain). The expected score is what the answer cells earn
 honestly: every attack either fails inside the sandbox or gains nothing. Part A's tasks are worth
-1, 1, 1, 2, 1, 2 points (Tasks 1 to 6), Part B's trajectory 2 (its training task is not run in the
-smoke profile); a kernel that dies keeps what the cells before it earned.
+0.5, 0.5, 1.5, 3.5, 1.5, 0.5 points (Tasks 1 to 6, `ps1_submissions.POINTS`), Part B's trajectory 2
+(its training task is not run in the smoke profile); a kernel that dies keeps what the cells before
+it earned.
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ import nbformat
 
 import ps1_attacks as attacks
 from grading_helpers import forged_grader_output
-from ps1_submissions import SMOKE, fill
+from ps1_submissions import POINTS, SMOKE, fill
 
 FULL = SMOKE  # the round trip grades in the smoke profile
-BEFORE_TASK_4 = 3  # Tasks 1-3: what a kernel that dies at Task 4's answer cell keeps
-BEFORE_TASK_6 = 6  # Tasks 1-5
+TASK_1, TASK_2 = POINTS["bigram_counts"], POINTS["add_k_probs"]
+#: Tasks 1-3: what a kernel that dies at Task 4's answer cell keeps
+BEFORE_TASK_4 = TASK_1 + TASK_2 + POINTS["kn_discounts"]
+#: Tasks 1-5
+BEFORE_TASK_6 = BEFORE_TASK_4 + POINTS["kneser_ney_probs"] + POINTS["perplexity_and_bpc"]
 
 
 @dataclass(frozen=True)
@@ -241,7 +245,7 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
             "kneser_ney_probs",
             "def kneser_ney_probs(counts, discounts):\n    while True:\n        pass",
         ),
-        FULL - 2,  # Task 4's cell times out; the cells after it run
+        FULL - POINTS["kneser_ney_probs"],  # Task 4's cell times out; the cells after it run
         "not run",
     ),
     "hostile-os-exit": (
@@ -292,12 +296,12 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
             "def bigram_counts(sentences, vocab_size):\n"
             "    return torch.zeros(vocab_size, vocab_size, dtype=torch.int64)",
         ),
-        FULL - 1 + 1 / 8,  # zeros are right for one of Task 1's eight cases: "no sentences at all"
+        FULL - TASK_1 * 7 / 8,  # zeros are right for one of Task 1's 8 cases: "no sentences at all"
         "FAIL",
     ),
     "hostile-eq-always-true": (
         _replace("add_k_probs", LIAR + "\ndef add_k_probs(counts, k):\n    return Liar()"),
-        FULL - 1,
+        FULL - TASK_2,
         "TypeError",
     ),
     "hostile-uses-library": (
@@ -309,7 +313,7 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
             "    p = (counts.double() + k) / (counts.sum(1, keepdim=True).double() + k * (V - 1))\n"
             "    p[:, 0] = 0\n    return p",
         ),
-        FULL - 1,
+        FULL - TASK_2,
         "raised ImportError",  # the library's implementations do not exist in the sandbox
     ),
     "hostile-imports-library-dynamically": (
@@ -319,17 +323,21 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
             "_ngram = importlib.import_module('seqmodels.' + 'ngram')\n"
             "def add_k_probs(counts, k):\n    return _ngram.NGramLM",
         ),
-        FULL - 1,
+        FULL - TASK_2,
         "raised ImportError",
     ),
     "hostile-forged-captures": (_forged_checker, FULL, "pass"),
     "hostile-reads-references": (
         _replace("bigram_counts", attacks.READ_REFERENCES),
-        FULL - 1,
+        FULL - TASK_1,
         "FAIL",
     ),
-    "hostile-reads-solution": (_replace("bigram_counts", attacks.READ_SOLUTION), FULL - 1, "FAIL"),
-    "hostile-reads-peers": (_replace("bigram_counts", attacks.READ_PEERS), FULL - 1, "FAIL"),
+    "hostile-reads-solution": (
+        _replace("bigram_counts", attacks.READ_SOLUTION),
+        FULL - TASK_1,
+        "FAIL",
+    ),
+    "hostile-reads-peers": (_replace("bigram_counts", attacks.READ_PEERS), FULL - TASK_1, "FAIL"),
     "hostile-writes-grades-and-grader-files": (_last_cell(attacks.WRITE_GRADES), FULL, "pass"),
     "hostile-daemon-outlives-the-kernel": (_daemon, FULL, "pass"),
     "hostile-stops-the-grader": (_with("bigram_counts", attacks.STOP_EVERYONE), FULL, "pass"),
@@ -356,7 +364,7 @@ HOSTILE: dict[str, tuple[Builder, float, str]] = {
     "honest-helper-cell-mentions-checker": (_helper_cell_with_words, FULL, "pass"),
     "wrong-add-k-in-float16": (
         _replace("add_k_probs", attacks.FLOAT16_WRONG_ADD_K),
-        FULL - 1,
+        FULL - TASK_2,
         "wrong dtype",
     ),
 }

@@ -21,7 +21,19 @@ from ps1_training_submissions import EQUIVALENT_STEPS, TRAJECTORY_BUGS
 
 _MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
-AUTOGRADED = 14  # Part A: Tasks 1, 2, 3, 5 one point each, Tasks 4 and 6 two; Part B: 2 + 4
+#: each autograded task's points (its test cell's): Part A's six tasks (8), Part B's trajectory
+#: (B1, 2) and training task (B2-B4, 4)
+POINTS = {
+    "bigram_counts": 0.5,
+    "add_k_probs": 0.5,
+    "kn_discounts": 1.5,
+    "kneser_ney_probs": 3.5,
+    "perplexity_and_bpc": 1.5,
+    "ffn_log_probs": 0.5,
+    "sgd_step": 2,
+    "ffn_training": 4,
+}
+AUTOGRADED = 14  # Part A 8, Part B 2 + 4
 SMOKE = 10  # without Part B's training task (the smoke profile)
 MAX_SCORE = 20  # and Part C (3) and Part D (3), graded by hand
 
@@ -117,40 +129,86 @@ def add_k_probs(counts: torch.Tensor, k: float) -> torch.Tensor:
     return (c + k) / (c.sum(dim=1, keepdim=True) + k * (V - 1))
 '''
 
-_PPL_NO_UNK = '''
-def perplexity(probs: torch.Tensor, sentences: list[list[str]], stoi: dict[str, int]) -> float:
-    """exp of the mean negative log-likelihood (nats) over every predicted token, </s> included."""
-    nll, n = 0.0, 0
+# Task 5: each wrong answer returns (perplexity, bits per character), one of them (or both) wrong
+_PPL_HEAD = """
+def perplexity_and_bpc(
+    probs: torch.Tensor, sentences: list[list[str]], stoi: dict[str, int]
+) -> tuple[float, float]:
+    \"\"\"(perplexity, bits per character) over every predicted token, </s> included.\"\"\"
+"""
+
+
+def _task5(body: str) -> str:
+    """Task 5's function with `body` (the header is the same for every wrong answer)."""
+    return _PPL_HEAD + body.lstrip("\n")
+
+
+_PPL_NO_UNK = _task5("""
+    nats, n, chars = 0.0, 0, 0
     for sentence in sentences:
         ids = [0] + [stoi[word] for word in sentence] + [1]
         for h, w in zip(ids[:-1], ids[1:]):
-            nll -= math.log(probs[h, w].item())
+            nats -= math.log(probs[h, w].item())
             n += 1
-    return math.exp(nll / n)
-'''
+        chars += len(" ".join(sentence) + "\\n")
+    return math.exp(nats / n), nats / math.log(2) / chars
+""")
 
-_PPL_MEAN_OVER_SENTENCES = '''
-def perplexity(probs: torch.Tensor, sentences: list[list[str]], stoi: dict[str, int]) -> float:
-    """exp of the mean negative log-likelihood (nats) over every predicted token, </s> included."""
-    per_sentence = []
+_PPL_MEAN_OVER_SENTENCES = _task5("""
+    per_sentence, nats, chars = [], 0.0, 0
     for sentence in sentences:
         ids = [0] + [stoi.get(word, 2) for word in sentence] + [1]
         nll = -sum(math.log(probs[h, w].item()) for h, w in zip(ids[:-1], ids[1:]))
         per_sentence.append(nll / (len(ids) - 1))
-    return math.exp(sum(per_sentence) / len(per_sentence))
-'''
+        nats += nll
+        chars += len(" ".join(sentence) + "\\n")
+    return math.exp(sum(per_sentence) / len(per_sentence)), nats / math.log(2) / chars
+""")
 
-_PPL_LOG2 = '''
-def perplexity(probs: torch.Tensor, sentences: list[list[str]], stoi: dict[str, int]) -> float:
-    """exp of the mean negative log-likelihood (nats) over every predicted token, </s> included."""
-    nll, n = 0.0, 0
+_PPL_LOG2 = _task5("""
+    bits, n, chars = 0.0, 0, 0
     for sentence in sentences:
         ids = [0] + [stoi.get(word, 2) for word in sentence] + [1]
         for h, w in zip(ids[:-1], ids[1:]):
-            nll -= math.log2(probs[h, w].item())
+            bits -= math.log2(probs[h, w].item())
             n += 1
-    return math.exp(nll / n)
-'''
+        chars += len(" ".join(sentence) + "\\n")
+    return math.exp(bits / n), bits / chars
+""")
+
+_BPC_NO_NEWLINE = _task5("""
+    nats, n, chars = 0.0, 0, 0
+    for sentence in sentences:
+        ids = [0] + [stoi.get(word, 2) for word in sentence] + [1]
+        for h, w in zip(ids[:-1], ids[1:]):
+            nats -= math.log(probs[h, w].item())
+            n += 1
+        chars += len(" ".join(sentence))  # the words and spaces, but not the newline
+    return math.exp(nats / n), nats / math.log(2) / chars
+""")
+
+_BPC_NATURAL_LOG = _task5("""
+    nats, n, chars = 0.0, 0, 0
+    for sentence in sentences:
+        ids = [0] + [stoi.get(word, 2) for word in sentence] + [1]
+        for h, w in zip(ids[:-1], ids[1:]):
+            nats -= math.log(probs[h, w].item())
+            n += 1
+        chars += len(" ".join(sentence) + "\\n")
+    return math.exp(nats / n), nats / chars  # nats per character, not bits
+""")
+
+_BPC_COUNTS_UNK = _task5("""
+    nats, n, chars = 0.0, 0, 0
+    for sentence in sentences:
+        words = [word if word in stoi else "<unk>" for word in sentence]
+        ids = [0] + [stoi[word] for word in words] + [1]
+        for h, w in zip(ids[:-1], ids[1:]):
+            nats -= math.log(probs[h, w].item())
+            n += 1
+        chars += len(" ".join(words) + "\\n")  # the text as the model sees it: <unk>'s 5 characters
+    return math.exp(nats / n), nats / math.log(2) / chars
+""")
 
 _DISCOUNTS_AT_LEAST_R = """
 def kn_discounts(counts: torch.Tensor) -> torch.Tensor:
@@ -317,6 +375,8 @@ REWRITES: dict[str, tuple[str, str, str]] = {
     },
 }
 
+PPL, TEST_PPL = "perplexity_and_bpc", "test_perplexity_and_bpc"  # Task 5's answer and test cells
+
 #: name → (grade_id of the answer cell, buggy code for it, grade_id of the test cell that loses points)
 WRONG: dict[str, tuple[str, str, str]] = {
     name: (answer, code.strip("\n"), test)
@@ -326,13 +386,12 @@ WRONG: dict[str, tuple[str, str, str]] = {
         "add_k_normalise_columns": ("add_k_probs", _ADD_K_COLUMNS, "test_add_k_probs"),
         "add_k_denominator_V": ("add_k_probs", _ADD_K_V_NOT_V_MINUS_1, "test_add_k_probs"),
         "add_k_keeps_bos_column": ("add_k_probs", _ADD_K_KEEPS_BOS, "test_add_k_probs"),
-        "perplexity_no_unk": ("perplexity", _PPL_NO_UNK, "test_perplexity"),
-        "perplexity_mean_over_sentences": (
-            "perplexity",
-            _PPL_MEAN_OVER_SENTENCES,
-            "test_perplexity",
-        ),
-        "perplexity_log2_then_exp": ("perplexity", _PPL_LOG2, "test_perplexity"),
+        "perplexity_no_unk": (PPL, _PPL_NO_UNK, TEST_PPL),
+        "perplexity_mean_over_sentences": (PPL, _PPL_MEAN_OVER_SENTENCES, TEST_PPL),
+        "perplexity_log2_then_exp": (PPL, _PPL_LOG2, TEST_PPL),
+        "bpc_characters_without_the_newline": (PPL, _BPC_NO_NEWLINE, TEST_PPL),
+        "bpc_natural_log": (PPL, _BPC_NATURAL_LOG, TEST_PPL),
+        "bpc_counts_the_characters_of_unk": (PPL, _BPC_COUNTS_UNK, TEST_PPL),
         "discounts_count_at_least_r": ("kn_discounts", _DISCOUNTS_AT_LEAST_R, "test_kn_discounts"),
         "discounts_n_r_off_by_one": ("kn_discounts", _DISCOUNTS_OFF_BY_ONE, "test_kn_discounts"),
         "discounts_never_raise": ("kn_discounts", _DISCOUNTS_NO_CHECK, "test_kn_discounts"),

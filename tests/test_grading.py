@@ -48,7 +48,7 @@ from paste_submissions import (
     paste_bound,
 )
 from ps1_hostile import HOSTILE, Targets, build_all
-from ps1_submissions import AUTOGRADED, MAX_SCORE, SMOKE, WRONG, fill
+from ps1_submissions import AUTOGRADED, MAX_SCORE, POINTS, SMOKE, WRONG, fill
 from seqmodels.grading import leaks, references
 from seqmodels.grading.capture import _encode
 from seqmodels.grading.cluster import ALLOWED_FAILURES
@@ -147,20 +147,22 @@ def test_the_paste_submission_runs_whole(graded):
     assert answer_cell_errors(nbformat.read(path, as_version=4), PS) == {}
     points = feedback_points(feedback(graded["course"], "paste"))
     assert sum(m for _, m in points.values()) == AUTOGRADED, points
-    assert points["kn_discounts"][0] == 0 and points["sgd_step"][0] == 0, points
+    assert {t: m for t, (_, m) in points.items()} == POINTS, points
+    for task in ("kn_discounts", "perplexity_and_bpc", "sgd_step"):
+        assert points[task][0] == 0, points
 
 
-@pytest.mark.xfail(strict=True, reason=f"issue 28, not met yet: {MEASURED[PS]}")
 def test_a_paste_of_the_library_earns_at_most_a_fifth_of_parts_a_and_b(graded):
     """Issue 28: a submission pasting the nearest library objects earns at most 20 % of parts A
-    and B (2.8 of 14 points), counting the training task's B2 point ("runs end to end"), which
-    the smoke profile does not run. Measured: 5.02 in the smoke profile, 6.02 of 14 (43 %) in the
-    full one (`MEASURED`)."""
+    and B (2.8 of 14 points), counting the training task's B2 tier ("runs end to end", 0.5), which
+    the smoke profile does not run. Measured: 1.87 in the smoke profile, 2.37 of 14
+    (17 %) in the full one (`MEASURED`)."""
     points = feedback_points(feedback(graded["course"], "paste"))
     earned = paste_bound(points)
     assert earned <= SHARE * AB_POINTS[PS], (
         f"the paste earns {earned:.2f} of {AB_POINTS[PS]} ({earned / AB_POINTS[PS]:.0%}): "
         + ", ".join(f"{t} {p:g} of {m:g}" for t, (p, m) in points.items() if p)
+        + f" (last measured: {MEASURED[PS]})"
     )
 
 
@@ -639,4 +641,5 @@ def test_a_symbolic_link_in_a_submission_is_not_followed(tmp_path):
     )
     result = run(course, str(BIN / "python"), "-m", "seqmodels.grading.run", PS, env=LIMITS)
     assert "removed the symbolic link leak.safetensors" in result.stdout
-    assert float(read_csv(course)["symlink"]["score"]) == SMOKE - 1  # task 1 earns nothing
+    # task 1 earns nothing
+    assert float(read_csv(course)["symlink"]["score"]) == SMOKE - POINTS["bigram_counts"]

@@ -2,7 +2,9 @@
 
 The solutions are the references, so they are checked here against oracles nobody here wrote or
 computations made independently of them: the course library's `NGramLM` (add-k, and single-discount
-Kneser–Ney, which Task 4 with three equal discounts must equal), `collections.Counter` for the counts
+Kneser–Ney, which Task 4 with three equal discounts must equal; its perplexity, and its per-token
+probabilities in bits over the characters of a file the text is written to, for Task 5's two
+numbers), `collections.Counter` for the counts
 and the count-of-counts, exact fractions for the discounts, a scalar loop over dictionaries for the
 three-discount Kneser–Ney, and `FeedForwardLM` with its output matrix set to ``E @ P`` followed by
 `torch.nn.functional.log_softmax` for the tied feed-forward LM (values and gradients).
@@ -33,6 +35,7 @@ import grading_helpers as helpers
 from ps1_submissions import (
     AUTOGRADED,
     EXPERIMENTS,
+    POINTS,
     REWRITES,
     WRONG,
     solution_answers,
@@ -107,18 +110,31 @@ def test_add_k_equals_the_librarys_add_k_bigram(solution, k):
 
 
 @pytest.mark.parametrize("smoothing", ["add-k", "kneser-ney"])
-def test_perplexity_equals_the_librarys(solution, smoothing):
+def test_perplexity_and_bits_per_character_equal_the_library_and_a_file(
+    solution, smoothing, tmp_path
+):
+    """Task 5's perplexity against `NGramLM.perplexity`; its bits per character against the
+    library's per-token probabilities in bits (`token_probs`, then `log2`), divided by the
+    number of characters of a file the held-out text is written to, one sentence per line."""
     train = kjv_sentences("train")
     vocab = Vocabulary.build(train[:2000], min_count=5)
     ids = [vocab.encode(s) for s in train[:2000]]
     lm = NGramLM(2, len(vocab), smoothing, k=0.1).fit(ids)
     probs = torch.stack([lm.distribution([h]) for h in range(len(vocab))])
     held_out = [list(s) for s in kjv_sentences("validation")[:300]] + [[]]  # words, OOVs, empty
+    assert any(w not in vocab.stoi for s in held_out for w in s)  # unknown words' letters count
     seen = probs.clone()
-    mine = solution["perplexity"](probs, held_out, vocab.stoi)
-    assert torch.equal(probs, seen) and isinstance(mine, float)
-    oracle = lm.perplexity([vocab.encode(s) for s in held_out])
-    assert mine == pytest.approx(oracle, rel=1e-10)
+    ppl, bpc = solution["perplexity_and_bpc"](probs, held_out, vocab.stoi)
+    assert torch.equal(probs, seen) and isinstance(ppl, float) and isinstance(bpc, float)
+    encoded = [vocab.encode(s) for s in held_out]
+    assert ppl == pytest.approx(lm.perplexity(encoded), rel=1e-10)
+    text = tmp_path / "held_out.txt"
+    with text.open("w", encoding="utf-8", newline="\n") as f:
+        for sentence in held_out:
+            print(*sentence, file=f)  # words separated by one space, then a newline
+    characters = len(text.read_text(encoding="utf-8"))
+    bits = -lm.token_probs(encoded).double().log2().sum().item()
+    assert bpc == pytest.approx(bits / characters, rel=1e-10)
 
 
 # ------------------------------------------------------------------ Task 3: the discounts
@@ -339,6 +355,7 @@ def test_the_solution_passes_every_case_in_process(answers):
     assert all(passed == n for passed, n in scores.values()), scores
     manifest = helpers.current_manifest(PS, points=AUTOGRADED)
     assert sorted(scores) == sorted(t for t, e in manifest["tasks"].items() if "training" not in e)
+    assert {t: e["points"] for t, e in manifest["tasks"].items()} == POINTS
 
 
 TASK_OF = {
@@ -346,7 +363,7 @@ TASK_OF = {
     "test_add_k_probs": "add_k_probs",
     "test_kn_discounts": "kn_discounts",
     "test_kneser_ney_probs": "kneser_ney_probs",
-    "test_perplexity": "perplexity",
+    "test_perplexity_and_bpc": "perplexity_and_bpc",
     "test_ffn_log_probs": "ffn_log_probs",
     "test_sgd_step": "sgd_step",
 }

@@ -22,12 +22,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 DATA = KJVWindows(min_count=30, window=3, batch=64, steps=40, seed=0)
 TIERS = {
-    "points": {"runs": 1.0, "within": 1.5, "bar": 1.5},
+    "points": {"runs": 0.5, "within": 1.5, "bar": 2.0},  # the problem sets' tiers
     "within": 0.1,
     "band": 0.1,
     "consistency": 0.05,
     "bar": "a bar set here",
 }
+RUNS = TIERS["points"]["runs"]  # what a run that earns no metric tier gets
 SPEC = {"data": {"kind": "KJVWindows", **dataclasses.asdict(DATA)}, "tiers": TIERS, "requires": []}
 SPEC["heldout"] = "web_test_windows"
 
@@ -83,7 +84,7 @@ def test_a_row_that_looks_at_other_rows_fails_the_probe(honest):
         return torch.log_softmax(rows + 0.01 * tilt, dim=1)
 
     got, points = judged(honest, rows=answer(peeking))
-    assert got["probe"] > heldout.ROW_TOLERANCE and points == 1.0
+    assert got["probe"] > heldout.ROW_TOLERANCE and points == RUNS
 
 
 def test_rows_that_are_not_distributions_earn_nothing(honest):
@@ -101,26 +102,26 @@ def test_a_short_or_broken_curve_earns_nothing(honest):
 
 def test_a_curve_off_the_reference_band_is_held(honest):
     _, points = judged(honest, curve=honest["curve"] + 0.3)
-    assert points == 1.0
+    assert points == RUNS
 
 
 def test_a_model_other_than_the_trained_one_is_held(honest):
     other = bigram_model(add=50.0)  # not the model whose curve ended on the last batch
     got, points = judged(honest, rows=answer(other))
     assert abs(got["last_gap"] - honest["reference"]["last_gap"]) > TIERS["consistency"]
-    assert points == 1.0
+    assert points == RUNS
 
 
 def test_without_the_trajectory_no_metric_tier_is_paid(honest):
     _, points = judged(honest, required=False)
-    assert points == 1.0
+    assert points == RUNS
 
 
 def test_a_worse_model_earns_neither_metric_tier(honest):
     worse = {c: torch.log_softmax(r * 0.7, dim=1) for c, r in honest["rows"].items()}
     got, points = judged(honest, rows=worse)
     assert got["perplexity"] > honest["reference"]["perplexity"] * 1.1
-    assert points == 1.0
+    assert points == RUNS
 
 
 def test_the_evaluation_request_is_answered_under_its_own_nonce(honest, monkeypatch):
@@ -229,7 +230,7 @@ def test_the_solution_earns_every_tier_and_the_blank_none(request, fixture, task
 def test_a_model_that_does_not_learn_earns_only_the_runs_tier(request, fixture, task):
     graded = request.getfixturevalue(fixture)
     section = _training_section(graded, "does-not-learn", task)
-    assert _training_points(graded, "does-not-learn", task) == 1, section
+    assert _training_points(graded, "does-not-learn", task) == RUNS, section
     for gate in ("the trajectory", "the loss curve stays within the band"):
         assert "FAIL" in section.split(gate, 1)[1][:200], section
 
@@ -252,7 +253,7 @@ def test_a_cheat_earns_no_metric_tier_and_the_feedback_names_the_gate(
 ):
     graded = request.getfixturevalue(fixture)
     section = _training_section(graded, cheat, task)
-    assert _training_points(graded, cheat, task) == 1, section
+    assert _training_points(graded, cheat, task) == RUNS, section
     assert "FAIL" in section.split(gate, 1)[1][:200], section
 
 
@@ -298,4 +299,4 @@ def test_a_sequence_model_that_reads_the_next_token_fails_the_causality_probe():
     )  # peeking lowers the perplexity: the probe must pay
     reference = {**fair, "bar": fair["perplexity"] * 1.05}
     assert heldout.pay(STREAM, reference, fair, True).points == 4.0
-    assert heldout.pay(STREAM, reference, cheat, True).points == 1.0
+    assert heldout.pay(STREAM, reference, cheat, True).points == RUNS
