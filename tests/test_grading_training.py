@@ -16,7 +16,7 @@ import torch
 
 from seqmodels.grading import heldout, training
 from seqmodels.grading.capture import MIME
-from seqmodels.grading.training import KJVWindows
+from seqmodels.grading.training import AgreementSentences, KJVWindows
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -299,3 +299,112 @@ def test_a_sequence_model_that_reads_the_next_token_fails_the_causality_probe():
     reference = {**fair, "bar": fair["perplexity"] * 1.05}
     assert heldout.pay(STREAM, reference, fair, True).points == 4.0
     assert heldout.pay(STREAM, reference, cheat, True).points == 1.0
+
+
+# ---- a held-out set drawn, not read: agreement accuracy on the agreement language ----------------
+
+AGREE = AgreementSentences(distance=4, sentences=2000, batch=32, steps=30, seed=0)
+AGREE_SPEC = {
+    "data": {"kind": "AgreementSentences", **dataclasses.asdict(AGREE)},
+    "tiers": {
+        "points": {"runs": 0.5, "within": 1.5, "bar": 2.0},
+        "within": 0.05,
+        "band": 0.2,
+        "consistency": 0.1,
+        "generalisation": 0.1,
+        "bar": "an accuracy set here",
+        "bar_value": 0.9,
+    },
+    "requires": [],
+    "heldout": "agreement_test_sentences",
+    "heldout_seed": 12345,
+}
+
+
+def agreement_model(right: float):
+    """A causal stand-in: uniform rows, except at the verb, where the verbs of the subject's number
+    (read from input position 1, the noun) get `right` of the verb mass."""
+    lang = AGREE.language()
+    V, at = len(lang.vocab), AGREE.distance + 1
+    singular, plural = list(lang.verb_ids(False)), list(lang.verb_ids(True))
+
+    def log_probs(inputs: torch.Tensor) -> torch.Tensor:
+        weights = torch.ones(*inputs.shape, V, dtype=torch.float64)
+        is_plural = torch.isin(inputs[:, 1], torch.tensor(list(lang.noun_ids(True))))
+        for row, p in enumerate(is_plural.tolist()):
+            good, bad = (plural, singular) if p else (singular, plural)
+            weights[row, at, good] += 100 * right
+            weights[row, at, bad] += 100 * (1 - right)
+        return (weights / weights.sum(-1, keepdim=True)).log().float()
+
+    return log_probs
+
+
+def _agreement_answers(heldout_model, last_model=None):
+    ev = heldout.evaluation(AGREE_SPEC)
+    rows = {call: heldout_model(c) for call, c in ev.calls.items()}
+    rows["last"] = (last_model or heldout_model)(ev.calls["last"])
+    last_nll = -rows["last"].double().gather(-1, ev.last_targets[..., None]).mean()
+    curve = torch.linspace(3.6, float(last_nll), AGREE.steps, dtype=torch.float64)
+    return curve, rows
+
+
+@pytest.fixture(scope="module")
+def agreement_reference():
+    curve, rows = _agreement_answers(agreement_model(0.95))
+    reference = heldout.measure_rows(AGREE_SPEC, curve, rows)
+    reference["bar"] = heldout.reference_bar(AGREE_SPEC)
+    return reference
+
+
+def _agreement_points(reference, heldout_model, last_model=None):
+    curve, rows = _agreement_answers(heldout_model, last_model)
+    return heldout.pay(AGREE_SPEC, reference, heldout.measure_rows(AGREE_SPEC, curve, rows), True)
+
+
+def test_a_model_that_agrees_earns_every_tier_on_sentences_drawn_for_the_grader(
+    agreement_reference,
+):
+    assert agreement_reference["accuracy"] == 1.0 and agreement_reference["bar"] == 0.9
+    outcome = _agreement_points(agreement_reference, agreement_model(0.95))
+    assert outcome.points == 4.0, outcome.lines
+    assert ("agreement accuracy at the verb within ±0.05 of the reference's", True) in [
+        line[:2] for line in outcome.lines
+    ]
+
+
+def test_a_model_blind_to_number_earns_only_the_runs_tier(agreement_reference):
+    outcome = _agreement_points(agreement_reference, agreement_model(0.5))
+    assert outcome.points == 0.5 and outcome.metric == 0.0, outcome.lines
+
+
+def test_answers_better_on_held_out_sentences_than_on_the_training_batch_are_held(
+    agreement_reference,
+):
+    """A rule written for the grader (the subject's number, read off the noun) answering every
+    sentence it was not trained on, while the trained model answers its own last batch."""
+    outcome = _agreement_points(agreement_reference, agreement_model(0.95), agreement_model(0.5))
+    assert outcome.points == 0.5, outcome.lines
+    failed = [text for text, ok, _ in outcome.lines if not ok]
+    assert failed == [
+        "no better on held-out text than on its last training batch "
+        "(agreement accuracy at the verb)"
+    ]
+
+
+def test_the_held_out_sentences_are_drawn_with_the_solutions_seed_only():
+    from seqmodels.grading.references import training_spec
+
+    a = heldout.heldout_set(AGREE_SPEC)
+    b = heldout.heldout_set({**AGREE_SPEC, "heldout_seed": 54321})
+    assert torch.equal(a[0], heldout.heldout_set(dict(AGREE_SPEC))[0])
+    assert not torch.equal(a[0], b[0]) and a[0].shape == (2000, AGREE.distance + 3)
+    train = {tuple(r) for r in AGREE.rows()[:, :-1].tolist()}
+    # drawn afresh: a sentence repeats a training one only as often as the language repeats itself
+    # (d = 4, Zipf fillers: 9 %; none at d = 15)
+    assert sum(tuple(r) in train for r in a[0].tolist()) < 0.15 * len(a[0])
+    with pytest.raises(ValueError, match="heldout_seed"):
+        heldout.heldout_set({k: v for k, v in AGREE_SPEC.items() if k != "heldout_seed"})
+    stored = training_spec({k: v for k, v in AGREE_SPEC.items() if k != "heldout_seed"}, "ab" * 32)
+    assert stored["heldout_seed"] == heldout.heldout_seed("ab" * 32)
+    assert "heldout_seed" not in training_spec(SPEC, "ab" * 32)  # the KJV's set is read, not drawn

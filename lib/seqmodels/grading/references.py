@@ -37,6 +37,16 @@ def source_hash(notebook: nbformat.NotebookNode) -> str:
     return h.hexdigest()
 
 
+def training_spec(spec: dict, solution_sha256: str) -> dict:
+    """A training task's specification as the manifest stores it: the test cell's, with the seed of
+    its held-out sample where that set is drawn (`heldout.heldout_seed`), which no student has."""
+    from . import heldout
+
+    if heldout.HELDOUT[spec["heldout"]].seeded:
+        return {**spec, "heldout_seed": heldout.heldout_seed(solution_sha256)}
+    return dict(spec)
+
+
 def _solution_client(*args, **kwargs):
     """nbclient's NotebookClient, timing each cell, and answering the grader's evaluation request
     after a training task's test cell the way `GuardedExecute` does at grading (nbclient is
@@ -60,7 +70,8 @@ def _solution_client(*args, **kwargs):
             for record in capture_records(cell.get("outputs", [])):
                 if record["kind"] != "start" or "training" not in record:
                     continue
-                nonce, source = heldout.evaluation_request(record["task"], record["training"])
+                spec = training_spec(record["training"], source_hash(self.nb))
+                nonce, source = heldout.evaluation_request(record["task"], spec)
                 request = new_code_cell(source)
                 await super().async_execute_cell(request, cell_index, store_history=False)
                 self.nb.cells[cell_index] = cell  # nbclient stores the cell it ran at the index
@@ -143,7 +154,7 @@ def build(
             if record["kind"] == "start" and record.get("forbidden"):
                 entry["forbidden"] = sorted(record["forbidden"])
             if record["kind"] == "start" and record.get("training"):
-                entry["training"] = record["training"]
+                entry["training"] = training_spec(record["training"], source_hash(notebook))
             if record["kind"] == "curve":
                 if "error" in record:
                     raise RuntimeError(f"the solution's loss curve of {task}: {record['error']}")

@@ -117,10 +117,56 @@ class KJVStream:
         return next(islice(self.batches(), self.steps - 1, None))
 
 
-DATA = {"KJVWindows": KJVWindows, "KJVStream": KJVStream}
+@dataclass(frozen=True)
+class AgreementSentences:
+    """Sentences of the agreement language (`seqmodels.synthetic.AgreementLanguage`) at `distance`:
+    `sentences` of them drawn once from a generator seeded with `language_seed`, each written
+    ``[<s>, noun, fillers..., verb, </s>]`` (``distance + 4`` ids), then drawn `batch` at a time for
+    `steps` steps from a generator seeded with `seed`. A batch's inputs are ``[:, :-1]`` and its
+    targets ``[:, 1:]``: every sentence has the same length, so there is no padding, and the verb
+    is predicted at input position ``distance + 1``."""
+
+    distance: int = 15
+    sentences: int = 20_000
+    batch: int = 64
+    steps: int = 1200
+    seed: int = 0
+    language_seed: int = 115
+
+    def language(self):
+        from ..synthetic import AgreementLanguage
+
+        return AgreementLanguage(distance=self.distance)
+
+    def vocabulary(self):
+        return self.language().vocab
+
+    def written(self, sentences: list[list[int]]) -> torch.Tensor:
+        """``(N, distance + 4)`` int64: each sentence between ``<s>`` and ``</s>``."""
+        vocab = self.vocabulary()
+        return torch.tensor([[vocab.bos, *s, vocab.eos] for s in sentences], dtype=torch.int64)
+
+    def rows(self) -> torch.Tensor:
+        """Every training sentence, written (`written`)."""
+        generator = torch.Generator().manual_seed(self.language_seed)
+        return self.written(self.language().sample(self.sentences, generator))
+
+    def batches(self, rows: torch.Tensor | None = None) -> Iterator[torch.Tensor]:
+        """The `steps` training batches, ``(batch, distance + 4)`` each, always the same ones."""
+        rows = self.rows() if rows is None else rows
+        generator = torch.Generator().manual_seed(self.seed)
+        for _ in range(self.steps):
+            yield rows[torch.randint(len(rows), (self.batch,), generator=generator)]
+
+    def last_batch(self) -> torch.Tensor:
+        """The batch of the last step (the grader's check that the evaluated model is the trained one)."""
+        return next(islice(self.batches(), self.steps - 1, None))
 
 
-def data_from(spec: dict) -> KJVWindows | KJVStream:
+DATA = {"KJVWindows": KJVWindows, "KJVStream": KJVStream, "AgreementSentences": AgreementSentences}
+
+
+def data_from(spec: dict) -> KJVWindows | KJVStream | AgreementSentences:
     """The data specification a manifest stores (``{"kind": "KJVWindows", ...fields}``)."""
     fields = dict(spec)
     kind = fields.pop("kind", None)
@@ -140,7 +186,7 @@ class Training:
     def __init__(
         self,
         task: str,
-        data: KJVWindows | KJVStream,
+        data: KJVWindows | KJVStream | AgreementSentences,
         tiers: dict,
         functions: list[str] = (),
         requires: list[str] = (),
