@@ -128,6 +128,18 @@ BYPASSES = {
         "torch.nn.utils.clip_grad_norm_([torch.nn.Parameter(Q.clone())], 1.0)",
         "gradient_clipping",
     ),
+    "torch's Adam": (
+        "",
+        "p = torch.nn.Parameter(Q.clone()); p.grad = torch.ones_like(p)\n"
+        "torch.optim.Adam([p], lr=0.1).step()",
+        "torch_optimizers",
+    ),
+    "torch's Adam found by name among the optimisers": (
+        "import importlib\n",
+        "p = torch.nn.Parameter(Q.clone()); p.grad = torch.ones_like(p)\n"
+        "getattr(importlib.import_module('torch.' + 'optim'), 'Ad' + 'am')([p]).step()",
+        "torch_optimizers",
+    ),
     "difflib's matcher": (
         "import difflib\n",
         "difflib.SequenceMatcher(None, 'kat', 'cat').ratio()",
@@ -159,6 +171,19 @@ HONEST = {
     "torch.no_grad and inference_mode inside the function": (
         "def f(x):\n    with torch.no_grad(), torch.inference_mode():\n        return x * 2\n",
         "f(Q)",
+    ),
+    "Adam written by hand, its state in a dict named optimizer": (
+        """
+        def adam_step(params, grads, optimizer, lr=1e-2, b1=0.9, b2=0.999, eps=1e-8):
+            optimizer["t"] = t = optimizer.get("t", 0) + 1
+            for name, g in grads.items():
+                m = optimizer.setdefault("m_" + name, torch.zeros_like(g))
+                v = optimizer.setdefault("v_" + name, torch.zeros_like(g))
+                m.mul_(b1).add_((1 - b1) * g)
+                v.mul_(b2).add_((1 - b2) * g * g)
+                params[name] -= lr * (m / (1 - b1**t)) / ((v / (1 - b2**t)).sqrt() + eps)
+        """,
+        "adam_step({'w': Q.clone()}, {'w': torch.ones_like(Q)}, {})",
     ),
     "hand-written attention, a check against SDPA run outside the graded call": (
         """

@@ -108,6 +108,17 @@ RULES: dict[str, Rule] = {
         calls=("torch.nn.utils.clip_grad.*",),
         names=("clip_grad_norm_", "clip_grad_norm", "clip_grads_with_norm_", "get_total_norm"),
     ),
+    "torch_optimizers": Rule(
+        "torch's optimisers (the update is to be written by hand)",
+        ops=(
+            "aten::_fused_adam*",
+            "aten::_fused_sgd*",
+            "aten::_foreach_add*",
+            "aten::_foreach_mul*",
+        ),
+        calls=("torch.optim.*",),
+        names=("torch.optim", "Adam", "AdamW", "SGD", "zero_grad"),
+    ),
     "torch_attention": Rule(
         "torch's attention",
         ops=(
