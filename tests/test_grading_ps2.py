@@ -86,7 +86,7 @@ class TestRoundTrip(helpers.RoundTrip):
         end"), which the smoke profile does not run. Measured: 4.62 in the smoke profile, 5.62 of
         14 (40 %) in the full one (`MEASURED`)."""
         points = feedback_points(helpers.feedback(graded["course"], "paste", PS))
-        earned = paste_bound(points)
+        earned = paste_bound(points, PS)
         assert earned <= SHARE * AB_POINTS[PS], (
             f"the paste earns {earned:.2f} of {AB_POINTS[PS]} ({earned / AB_POINTS[PS]:.0%}): "
             + ", ".join(f"{t} {p:g} of {m:g}" for t, (p, m) in points.items() if p)
