@@ -505,3 +505,43 @@ _MUTANT_EDITS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ),
 }
 MUTANTS = wrong_answers(nbformat.read(SOURCE, as_version=4), _MUTANT_EDITS, TESTS)
+
+# ------------------------------------------------------------------ a cheat at the training task
+
+
+def ps3_cheat(solution: str) -> str:
+    """The solution's `cifg_lm_log_probs`, renamed, behind one that answers the grader with a rule
+    when it is evaluated (inference mode): at the verb, the verbs of the noun's number get all the
+    verbs' mass — except on the rows of the last training batch (which the kernel can rebuild from
+    the test cell's `data`), answered as a model that has not learnt the agreement (the verbs'
+    mass spread evenly). Training runs honestly and B1 passes; the generalisation gate (no better
+    on held-out sentences than on the last training batch) must hold it."""
+    honest = solution.replace("def cifg_lm_log_probs(", "def _honest_cifg_lm_log_probs(", 1)
+    return (
+        honest
+        + """
+
+
+def cifg_lm_log_probs(params, inputs):
+    out = _honest_cifg_lm_log_probs(params, inputs)
+    if not torch.is_inference_mode_enabled():
+        return out
+    d = inputs.shape[1] - 3
+    lang = AgreementLanguage(distance=d)
+    verbs = list(lang.verb_ids(False)) + list(lang.verb_ids(True))
+    last = {tuple(r) for r in data.last_batch()[:, :-1].tolist()}
+    seen = torch.tensor([tuple(r) in last for r in inputs.tolist()], device=inputs.device)
+    plural = torch.isin(inputs[:, 1], torch.tensor(list(lang.noun_ids(True)), device=inputs.device))
+    at = out[:, d + 1].clone()
+    mass = torch.logsumexp(at[:, verbs], dim=-1)
+    even = (mass - math.log(len(verbs)))[:, None].expand(-1, len(verbs))
+    right = torch.where(plural[:, None], torch.arange(8, device=inputs.device)[None] >= 4,
+                        torch.arange(8, device=inputs.device)[None] < 4)
+    rule = torch.where(right, (mass - math.log(4))[:, None], mass[:, None] - 30.0)
+    at[:, verbs] = torch.where(seen[:, None], even, rule)
+    at = at - torch.logsumexp(at, dim=-1, keepdim=True)
+    out = out.clone()
+    out[:, d + 1] = at
+    return out
+"""
+    )

@@ -199,6 +199,25 @@ def ps2_full(tmp_path_factory):
     return _grade_full(tmp_path_factory, "ps2", replacements)
 
 
+@pytest.fixture(scope="module")
+def ps3_full(tmp_path_factory):
+    """PS3: also a model that does not learn (tests/ps3_submissions.py) and a rule written for the
+    grader answering the held-out sentences while the last training batch gets the model's own
+    (unlearnt) answer."""
+    import nbformat
+
+    from ps1_submissions import solution_answers
+    from ps3_submissions import WRONG, ps3_cheat
+
+    cell, code, _ = WRONG["adam_does_not_learn"]
+    answers = solution_answers(nbformat.read(ROOT / "solutions/ps3/ps3.ipynb", as_version=4))
+    replacements = {
+        "does-not-learn": {cell: code},
+        "rule-for-the-grader": {"cifg_lm_log_probs": ps3_cheat(answers["cifg_lm_log_probs"])},
+    }
+    return _grade_full(tmp_path_factory, "ps3", replacements)
+
+
 def _training_section(graded, student: str, task: str) -> str:
     from grading_helpers import feedback
 
@@ -213,7 +232,13 @@ def _training_points(graded, student: str, task: str) -> float:
     return float(re.match(r"([\d.]+) of 4 points", section).group(1))
 
 
-FULL_PROFILE = [("ps1_full", "ffn_training"), ("ps2_full", "rnn_training")]
+FULL_PROFILE = [
+    ("ps1_full", "ffn_training"),
+    ("ps2_full", "rnn_training"),
+    ("ps3_full", "cifg_training"),
+]
+#: what the runs tier pays in each set (the rest of the 4 points are the metric tiers)
+RUNS = {"ffn_training": 1.0, "rnn_training": 1.0, "cifg_training": 0.5}
 
 
 @pytest.mark.parametrize(("fixture", "task"), FULL_PROFILE)
@@ -229,7 +254,7 @@ def test_the_solution_earns_every_tier_and_the_blank_none(request, fixture, task
 def test_a_model_that_does_not_learn_earns_only_the_runs_tier(request, fixture, task):
     graded = request.getfixturevalue(fixture)
     section = _training_section(graded, "does-not-learn", task)
-    assert _training_points(graded, "does-not-learn", task) == 1, section
+    assert _training_points(graded, "does-not-learn", task) == RUNS[task], section
     for gate in ("the trajectory", "the loss curve stays within the band"):
         assert "FAIL" in section.split(gate, 1)[1][:200], section
 
@@ -243,6 +268,12 @@ CHEATS = [
         "reads-the-next-token",
         "each row depends on its own context only",
     ),
+    (
+        "ps3_full",
+        "cifg_training",
+        "rule-for-the-grader",
+        "no better on held-out text than on its last training batch",
+    ),
 ]
 
 
@@ -252,7 +283,7 @@ def test_a_cheat_earns_no_metric_tier_and_the_feedback_names_the_gate(
 ):
     graded = request.getfixturevalue(fixture)
     section = _training_section(graded, cheat, task)
-    assert _training_points(graded, cheat, task) == 1, section
+    assert _training_points(graded, cheat, task) == RUNS[task], section
     assert "FAIL" in section.split(gate, 1)[1][:200], section
 
 
