@@ -74,12 +74,13 @@ Problem Set 3 (`seqmodels.gated`, `rnn`, `softmax`, `train`):
 - Task 1 `cifg_step`: `gated.LSTM`, one step (a sequence of length 1), run on the task's tensors
   (`functional_call`) with its forget gate tied to the input gate through the weights: the
   forget rows are minus the input rows, so f = σ(−a_i) = 1 − σ(a_i) — a conversion of
-  arguments, as PS1's paste gives `FeedForwardLM` the tie `U = E P`. The CIFG is an LSTM with
-  W_f = −W_i.
+  arguments, as PS1's paste gives `FeedForwardLM` the tie `U = E P`. The CIFG without peepholes is
+  an LSTM with W_f = −W_i; the library's LSTM has no peepholes, so the adapter ignores `p_i` and
+  `p_o` (it computes the cell with p = 0) and is right only where the task's peepholes are zero.
 - Task 2 `cifg_step_backward`: nothing in the library differentiates an LSTM step by hand (its
   gradients are autograd's): left unanswered.
 - Task 3 `cifg_lm_log_probs`: `RNNLM` with the hand-written LSTM core (`"lstm-hand"`), the same
-  tie, its second bias zero, then `softmax.log_softmax`.
+  tie (peepholes ignored), its second bias zero, then `softmax.log_softmax`.
 - Task 4 `verb_gradient_norms`: the library's `gradients.loss_gradient_by_position` measures the
   gradient of the verb's *loss* by position; the task asks for the agreement *margin*'s, which no
   library code computes: left unanswered (pasting `loss_gradient_by_position` on the tied `RNNLM`
@@ -399,7 +400,8 @@ def tbptt_step(
 _PS3_TIE = '''
 # ---- adapter: the CIFG as an LSTM whose forget rows are minus its input rows (f = 1 - i) ----
 def _tied_lstm_tensors(params):
-    """gated.LSTM's parameters (rows i, f, g, o) from the task's W, U, b (rows i, o, g)."""
+    """gated.LSTM's parameters (rows i, f, g, o) from the task's W, U, b (rows i, o, g); the
+    library's LSTM has no peepholes, so p_i and p_o are left out (right only where they are 0)."""
     H = params["U"].shape[1]
     (Wi, Wo, Wg), (Ui, Uo, Ug), (bi, bo, bg) = (params[k].split(H) for k in ("W", "U", "b"))
     return {
@@ -420,7 +422,7 @@ def cifg_step(params, x_t, h, c):
 _PS3_BACKWARD = '''
 # ---- nothing in the library differentiates an LSTM step by hand: left unanswered ----
 def cifg_step_backward(params, x_t, h, c, dh_new, dc_new):
-    """The gradients of one CIFG step (W, U, b, x_t, h, c) from those of (h_t, c_t), by hand."""
+    """The gradients of one CIFG step (W, U, b, p_i, p_o, x_t, h, c) from those of (h_t, c_t), by hand."""
     # YOUR CODE HERE
     raise NotImplementedError()
 '''

@@ -47,11 +47,11 @@ _BUGS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ),
     "backward_input_gate_without_sigmoid_derivative": (
         "cifg_step_backward",
-        [("dc_total * (g - c) * i * (1 - i),", "dc_total * (g - c),")],
+        [("dz_i = dc_total * (g - c) * i * (1 - i)", "dz_i = dc_total * (g - c)")],
     ),
     "backward_cell_passes_whole_as_in_an_lstm_with_f_1": (
         "cifg_step_backward",
-        [('"c": dc_total * (1 - i),', '"c": dc_total,')],
+        [('"c": dc_total * (1 - i) + dz_i * p_i,', '"c": dc_total + dz_i * p_i,')],
     ),
     "backward_bias_averaged_over_rows": (
         "cifg_step_backward",
@@ -59,7 +59,24 @@ _BUGS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ),
     "backward_input_gate_sees_only_g": (
         "cifg_step_backward",
-        [("dc_total * (g - c) * i * (1 - i),", "dc_total * g * i * (1 - i),")],
+        [("dz_i = dc_total * (g - c) * i * (1 - i)", "dz_i = dc_total * g * i * (1 - i)")],
+    ),
+    "backward_misses_the_output_gates_peephole_into_c": (
+        "cifg_step_backward",
+        [
+            (
+                "dc_new + dh_new * o * (1 - tanh_c**2) + dz_o * p_o",
+                "dc_new + dh_new * o * (1 - tanh_c**2)",
+            )
+        ],
+    ),
+    "backward_misses_the_input_gates_peephole_into_c_prev": (
+        "cifg_step_backward",
+        [('"c": dc_total * (1 - i) + dz_i * p_i,', '"c": dc_total * (1 - i),')],
+    ),
+    "backward_output_peephole_gradient_with_the_old_cell": (
+        "cifg_step_backward",
+        [('"p_o": (dz_o * c_new).sum(dim=0),', '"p_o": (dz_o * c).sum(dim=0),')],
     ),
     # Task 3: the language model (hidden aspects the trajectory does not see)
     "lm_naive_log_softmax": (
@@ -130,8 +147,11 @@ KILLED_BY = {
     "backward_input_gate_without_sigmoid_derivative": "hidden: float64, B = 5",
     "backward_cell_passes_whole_as_in_an_lstm_with_f_1": "all-zero weights and c = 0",
     "backward_bias_averaged_over_rows": "hidden: float64, H = m = 1, B = 3",
+    "backward_misses_the_output_gates_peephole_into_c": "hidden: float64, a large cell (c ~ 5)",
+    "backward_misses_the_input_gates_peephole_into_c_prev": "hidden: float64, a large cell (c ~ 5)",
+    "backward_output_peephole_gradient_with_the_old_cell": "hidden: float64, B = 5",
     "backward_input_gate_sees_only_g": "hidden: float64, only c_t's gradient",
-    "lm_naive_log_softmax": "hidden: float32, logits in the hundreds",
+    "lm_naive_log_softmax": "hidden: float32, logits in the thousands",
     "lm_state_requires_grad": "hidden: float32, inputs left unchanged, no gradient",
     "norms_of_the_verbs_log_probability": "hidden: float64, d = 3",
     "norms_summed_over_sentences": "hidden: float64, d = 3",
@@ -162,8 +182,14 @@ _CASCADES = {
     "cifg_forget_gate_not_coupled": ("cifg_step", [("(1 - i) * c + i * g", "c + i * g")]),
     "cifg_gates_in_nn_lstm_order": (
         "cifg_step",
-        [("o = torch.sigmoid(z[:, H : 2 * H])", "o = torch.sigmoid(z[:, 2 * H :])"),
-         ("g = torch.tanh(z[:, 2 * H :])", "g = torch.tanh(z[:, H : 2 * H])")],
+        [
+            ("o = torch.sigmoid(z[:, H : 2 * H]", "o = torch.sigmoid(z[:, 2 * H :]"),
+            ("g = torch.tanh(z[:, 2 * H :])", "g = torch.tanh(z[:, H : 2 * H])"),
+        ],
+    ),
+    "cifg_output_gate_peeks_at_the_old_cell": (
+        "cifg_step",
+        [('params["p_o"] * c_new)', 'params["p_o"] * c)')],
     ),
     "cifg_output_without_tanh": (
         "cifg_step",
@@ -177,12 +203,12 @@ _BACKWARD_BY_AUTOGRAD = '''
 def cifg_step_backward(params, x_t, h, c, dh_new, dc_new):
     """Leaves inference mode and asks autograd: against the rules of the task."""
     with torch.inference_mode(False), torch.enable_grad():
-        leaves = {k: params[k].clone().requires_grad_() for k in ("W", "U", "b")}
+        leaves = {k: params[k].clone().requires_grad_() for k in ("W", "U", "b", "p_i", "p_o")}
         x, hh, cc = (t.clone().requires_grad_() for t in (x_t, h, c))
         h_new, c_new = cifg_step(leaves, x, hh, cc)
         grads = torch.autograd.grad((h_new * dh_new.clone()).sum() + (c_new * dc_new.clone()).sum(),
-                                    [leaves["W"], leaves["U"], leaves["b"], x, hh, cc])
-    return dict(zip(["W", "U", "b", "x_t", "h", "c"], (g.detach().clone() for g in grads)))
+                                    [*leaves.values(), x, hh, cc])
+    return dict(zip(["W", "U", "b", "p_i", "p_o", "x_t", "h", "c"], (g.detach().clone() for g in grads)))
 '''
 
 _IMPORTS_LIBRARY_GATED = '''
@@ -196,8 +222,8 @@ def cifg_step(params, x_t, h, c):
 
 _STEP_BY_LSTM_CELL = '''
 def cifg_step(params, x_t, h, c):
-    """torch's LSTM cell with the forget gate tied to 1 - i (sigma(-a) = 1 - sigma(a)):
-    the right values, with the tool the task forbids."""
+    """torch's LSTM cell with the forget gate tied to 1 - i (sigma(-a) = 1 - sigma(a)): the right
+    values where the peepholes are zero (torch's cell has none), with the tool the task forbids."""
     H = h.shape[1]
     W, U, b = params["W"], params["U"], params["b"]
     Wi, Wo, Wg = W[:H], W[H : 2 * H], W[2 * H :]
@@ -266,7 +292,7 @@ HONEST: dict[str, tuple[str, str, str | None]] = {
         "cifg_step_backward",
         _ANSWERS["cifg_step_backward"],
         "_p = {k: torch.randn(*s, dtype=torch.float64, requires_grad=True) for k, s in "
-        "[('W', (6, 3)), ('U', (6, 2)), ('b', (6,))]}\n"
+        "[('W', (6, 3)), ('U', (6, 2)), ('b', (6,)), ('p_i', (2,)), ('p_o', (2,))]}\n"
         "_x, _h, _c = (torch.randn(4, n, dtype=torch.float64, requires_grad=True) for n in (3, 2, 2))\n"
         "_dh, _dc = torch.randn(4, 2, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)\n"
         "_hn, _cn = cifg_step(_p, _x, _h, _c)\n"
@@ -274,7 +300,7 @@ HONEST: dict[str, tuple[str, str, str | None]] = {
         "with torch.no_grad():\n"
         "    _mine = cifg_step_backward({k: v.detach() for k, v in _p.items()}, _x.detach(), "
         "_h.detach(), _c.detach(), _dh, _dc)\n"
-        "for _a, _k in zip(_auto, ['W', 'U', 'b', 'x_t', 'h', 'c']):\n"
+        "for _a, _k in zip(_auto, ['W', 'U', 'b', 'p_i', 'p_o', 'x_t', 'h', 'c']):\n"
         "    torch.testing.assert_close(_mine[_k], _a)\n",
     ),
     "checks-adam-against-torch-optim-in-a-cell-of-its-own": (
@@ -282,7 +308,7 @@ HONEST: dict[str, tuple[str, str, str | None]] = {
         _ANSWERS["adam_step"],
         "_V = 27\n"
         "_p0 = {k: torch.randn(*s, dtype=torch.float64) * 0.3 for k, s in [('E', (_V, 3)), "
-        "('W', (6, 3)), ('U', (6, 2)), ('b', (6,)), ('W_y', (_V, 2)), ('b_y', (_V,))]}\n"
+        "('W', (6, 3)), ('U', (6, 2)), ('b', (6,)), ('p_i', (2,)), ('p_o', (2,)), ('W_y', (_V, 2)), ('b_y', (_V,))]}\n"
         "_mine = {k: v.clone().requires_grad_() for k, v in _p0.items()}\n"
         "_ref = {k: v.clone().requires_grad_() for k, v in _p0.items()}\n"
         "_opt, _state = torch.optim.Adam(list(_ref.values()), lr=0.01), {}\n"
@@ -408,7 +434,7 @@ _MUTANT_EDITS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     **_CASCADES,
     "step_sigmoid_output_gate_as_tanh": (
         "cifg_step",
-        [("o = torch.sigmoid(z[:, H : 2 * H])", "o = torch.tanh(z[:, H : 2 * H])")],
+        [("o = torch.sigmoid(z[:, H : 2 * H]", "o = torch.tanh(z[:, H : 2 * H]")],
     ),
     "step_candidate_as_sigmoid": (
         "cifg_step",
@@ -422,25 +448,51 @@ _MUTANT_EDITS: dict[str, tuple[str, list[tuple[str, str]]]] = {
         "cifg_step",
         [("c_new = (1 - i) * c + i * g", "c_new = c.mul_(1 - i).add_(i * g)")],
     ),
-    "step_forget_uses_o": ("cifg_step", [("(1 - i) * c + i * g", "(1 - o) * c + i * g")]),
+    "step_forget_uses_o": (
+        "cifg_step",
+        [("(1 - i) * c + i * g", "(1 - torch.sigmoid(z[:, H : 2 * H])) * c + i * g")],
+    ),
+    "step_input_gate_without_peephole": (
+        "cifg_step",
+        [('z[:, :H] + params["p_i"] * c)', "z[:, :H])")],
+    ),
+    "step_output_gate_without_peephole": (
+        "cifg_step",
+        [('z[:, H : 2 * H] + params["p_o"] * c_new)', "z[:, H : 2 * H])")],
+    ),
+    "backward_input_peephole_gradient_with_the_new_cell": (
+        "cifg_step_backward",
+        [('"p_i": (dz_i * c).sum(dim=0),', '"p_i": (dz_i * c_new).sum(dim=0),')],
+    ),
+    "backward_peephole_gradients_averaged": (
+        "cifg_step_backward",
+        [('"p_o": (dz_o * c_new).sum(dim=0),', '"p_o": (dz_o * c_new).mean(dim=0),')],
+    ),
     "backward_output_gate_without_tanh_c": (
         "cifg_step_backward",
-        [("dh_new * tanh_c * o * (1 - o),", "dh_new * o * (1 - o),")],
+        [("dz_o = dh_new * tanh_c * o * (1 - o)", "dz_o = dh_new * o * (1 - o)")],
     ),
     "backward_candidate_without_tanh_derivative": (
         "cifg_step_backward",
-        [("dc_total * i * (1 - g**2),", "dc_total * i,")],
+        [("dc_total * i * (1 - g**2)]", "dc_total * i]")],
     ),
-    "backward_x_gradient_through_U": ('cifg_step_backward', [('"x_t": dz @ W,', '"x_t": dz @ U,')]),
+    "backward_x_gradient_through_U": ("cifg_step_backward", [('"x_t": dz @ W,', '"x_t": dz @ U,')]),
     "backward_U_gradient_from_c": ("cifg_step_backward", [('"U": dz.T @ h,', '"U": dz.T @ c,')]),
     "backward_gates_in_another_order": (
         "cifg_step_backward",
-        [("o = torch.sigmoid(z[:, H : 2 * H])", "o = torch.sigmoid(z[:, 2 * H :])"),
-         ("g = torch.tanh(z[:, 2 * H :])", "g = torch.tanh(z[:, H : 2 * H])")],
+        [
+            ("o = torch.sigmoid(z[:, H : 2 * H]", "o = torch.sigmoid(z[:, 2 * H :]"),
+            ("g = torch.tanh(z[:, 2 * H :])", "g = torch.tanh(z[:, H : 2 * H])"),
+        ],
     ),
     "backward_returns_dc_new_when_nothing_else": (
         "cifg_step_backward",
-        [('"c": dc_total * (1 - i),', '"c": dc_new if not dh_new.any() else dc_total * (1 - i),')],
+        [
+            (
+                '"c": dc_total * (1 - i) + dz_i * p_i,',
+                '"c": dc_new if not dh_new.any() else dc_total * (1 - i) + dz_i * p_i,',
+            )
+        ],
     ),
     "lm_no_output_bias": (
         "cifg_lm_log_probs",
@@ -448,27 +500,49 @@ _MUTANT_EDITS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ),
     "lm_log_softmax_over_time": (
         "cifg_lm_log_probs",
-        [("shifted.exp().sum(dim=-1, keepdim=True).log()", "shifted.exp().sum(dim=1, keepdim=True).log()")],
+        [
+            (
+                "shifted.exp().sum(dim=-1, keepdim=True).log()",
+                "shifted.exp().sum(dim=1, keepdim=True).log()",
+            )
+        ],
     ),
     "lm_softmax_not_log": (
         "cifg_lm_log_probs",
-        [("return shifted - shifted.exp().sum(dim=-1, keepdim=True).log()",
-          "return shifted.exp() / shifted.exp().sum(dim=-1, keepdim=True)")],
+        [
+            (
+                "return shifted - shifted.exp().sum(dim=-1, keepdim=True).log()",
+                "return shifted.exp() / shifted.exp().sum(dim=-1, keepdim=True)",
+            )
+        ],
     ),
     "lm_reads_the_state_after_the_next_token": (
         "cifg_lm_log_probs",
-        [("        states.append(h)\n    y =", "        states.append(h)\n    states = states[1:] + states[-1:]\n    y =")],
+        [
+            (
+                "        states.append(h)\n    y =",
+                "        states.append(h)\n    states = states[1:] + states[-1:]\n    y =",
+            )
+        ],
     ),
     "norms_of_the_right_numbers_mass_only": (
         "verb_gradient_norms",
-        [("margin = torch.where(plural, plural_mass - singular, singular - plural_mass)",
-          "margin = torch.where(plural, plural_mass, singular)")],
+        [
+            (
+                "margin = torch.where(plural, plural_mass - singular, singular - plural_mass)",
+                "margin = torch.where(plural, plural_mass, singular)",
+            )
+        ],
     ),
     "norms_of_one_position_too_few": (
         "verb_gradient_norms",
-        [("inputs, verbs = sentences[:, : distance + 2], sentences[:, distance + 2]",
-          "inputs, verbs = sentences[:, : distance + 1], sentences[:, distance + 2]"),
-         ("for t in range(distance + 2):", "for t in range(distance + 1):")],
+        [
+            (
+                "inputs, verbs = sentences[:, : distance + 2], sentences[:, distance + 2]",
+                "inputs, verbs = sentences[:, : distance + 1], sentences[:, distance + 2]",
+            ),
+            ("for t in range(distance + 2):", "for t in range(distance + 1):"),
+        ],
     ),
     "norms_squared": (
         "verb_gradient_norms",
@@ -476,10 +550,17 @@ _MUTANT_EDITS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ),
     "norms_result_requires_grad": (
         "verb_gradient_norms",
-        [("(grad,) = torch.autograd.grad(margin.sum(), x)",
-          "(grad,) = torch.autograd.grad(margin.sum(), x, create_graph=True)")],
+        [
+            (
+                "(grad,) = torch.autograd.grad(margin.sum(), x)",
+                "(grad,) = torch.autograd.grad(margin.sum(), x, create_graph=True)",
+            )
+        ],
     ),
-    "adam_beta2_as_beta1": ("adam_step", [("t, beta1, beta2 = state[\"t\"], 0.9, 0.999", "t, beta1, beta2 = state[\"t\"], 0.9, 0.9")]),
+    "adam_beta2_as_beta1": (
+        "adam_step",
+        [('t, beta1, beta2 = state["t"], 0.9, 0.999', 't, beta1, beta2 = state["t"], 0.9, 0.9')],
+    ),
     "adam_v_of_the_absolute_gradient": (
         "adam_step",
         [("(1 - beta2) * g * g", "(1 - beta2) * g.abs()")],
@@ -487,17 +568,30 @@ _MUTANT_EDITS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     "adam_moments_of_the_unclipped_gradient": ("adam_step", [("g = g * scale", "g = g")]),
     "adam_sum_not_mean": (
         "adam_step",
-        [("loss = -log_probs.gather(-1, batch[:, 1:, None]).mean()",
-          "loss = -log_probs.gather(-1, batch[:, 1:, None]).sum()")],
+        [
+            (
+                "loss = -log_probs.gather(-1, batch[:, 1:, None]).mean()",
+                "loss = -log_probs.gather(-1, batch[:, 1:, None]).sum()",
+            )
+        ],
     ),
     "adam_loss_after_the_update": (
         "adam_step",
-        [("    return loss.item()", "    return -cifg_lm_log_probs(params, batch[:, :-1]).gather(-1, batch[:, 1:, None]).mean().item()")],
+        [
+            (
+                "    return loss.item()",
+                "    return -cifg_lm_log_probs(params, batch[:, :-1]).gather(-1, batch[:, 1:, None]).mean().item()",
+            )
+        ],
     ),
     "adam_counts_steps_from_zero": (
         "adam_step",
-        [('state["t"] += 1\n    t, beta1, beta2 = state["t"], 0.9, 0.999',
-          't, beta1, beta2 = state["t"] + 1, 0.9, 0.999')],
+        [
+            (
+                'state["t"] += 1\n    t, beta1, beta2 = state["t"], 0.9, 0.999',
+                't, beta1, beta2 = state["t"] + 1, 0.9, 0.999',
+            )
+        ],
     ),
     "adam_clip_threshold_without_epsilon_and_always": (
         "adam_step",

@@ -98,7 +98,11 @@ class TestRoundTrip(helpers.RoundTrip):
         html = helpers.feedback(graded["course"], student, PS)
         points = _points(graded, student)
         assert points[task][0] == 0, points
-        others = [t for t in POINTS if t != task and t not in ("cifg_lm_log_probs", "verb_gradient_norms", "adam_step")]
+        others = [
+            t
+            for t in POINTS
+            if t != task and t not in ("cifg_lm_log_probs", "verb_gradient_norms", "adam_step")
+        ]
         if task != "cifg_step":  # a step that fails costs the tasks that call it
             assert all(points[t][0] == POINTS[t] for t in others), points
         plain = unescape(re.sub(r"<[^>]+>", "", html))
@@ -116,20 +120,18 @@ class TestRoundTrip(helpers.RoundTrip):
         assert graded["rows"][student]["review"] == ""
 
     def test_the_paste_submission_runs_whole_and_earns_what_the_tie_gives(self, graded):
-        """The paste runs as a student's notebook (no answer cell raised); Tasks 1 and 3 earn all
-        their points through the LSTM with the forget rows tied to minus the input rows; Tasks 2
-        and 4 nothing; its Adam step (torch.optim, torch's loss and clipping) is held."""
+        """The paste runs as a student's notebook (no answer cell raised); Tasks 1 and 3 earn only
+        their cases without peepholes (the library's LSTM has none), through the LSTM with the forget
+        rows tied to minus the input rows: part of their points, not all; Tasks 2 and 4 nothing; its
+        Adam step (torch.optim, torch's loss and clipping) is held."""
         path = graded["course"] / "grading" / "autograded" / "paste" / PS / f"{PS}.ipynb"
         assert answer_cell_errors(nbformat.read(path, as_version=4), PS) == {}
         points = _points(graded, "paste")
         assert points["cifg_step_backward"][0] == points["verb_gradient_norms"][0] == 0, points
+        assert 0 < points["cifg_step"][0] < points["cifg_step"][1], points
+        assert 0 < points["cifg_lm_log_probs"][0] < points["cifg_lm_log_probs"][1], points
         assert points["adam_step"][0] == 0 and graded["rows"]["paste"]["review"] == "test_adam_step"
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="issue 29, not met: the CIFG is an LSTM with W_f = -W_i, so the library's LSTM "
-        "answers Tasks 1 and 3 through a conversion of weights (3 points + B2's 0.5 = 25 %)",
-    )
     def test_a_paste_of_the_library_earns_at_most_a_fifth_of_parts_a_and_b(self, graded):
         points = _points(graded, "paste")
         earned = paste_bound(points, PS)

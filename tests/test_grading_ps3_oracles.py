@@ -2,10 +2,13 @@
 
 The solutions are the references, so they are checked here against oracles nobody here wrote:
 `torch.nn.LSTMCell` with the forget gate tied to $1 - \\mathbf i$ through its weights
-($\\sigma(-a) = 1 - \\sigma(a)$: forget rows $-W_i$, $-U_i$, $-\\mathbf b_i$) for the step, autograd and
-central differences for the backward pass, `torch.nn.LSTM` with the same tie and `F.log_softmax`
-for the language model, per-sentence `torch.autograd.grad` through that `nn.LSTM` for the gradient
-norms, and `torch.optim.Adam` after `clip_grad_norm_` and `F.cross_entropy` for the trajectory.
+($\\sigma(-a) = 1 - \\sigma(a)$: forget rows $-W_i$, $-U_i$, $-\\mathbf b_i$) for the step where the
+peepholes are zero (torch's cell has none), and where they are not, a plain loop over rows and units
+in Python floats (`math.exp`, `math.tanh`); autograd and central differences for the backward pass
+(peepholes included); `torch.nn.LSTM` with the same tie and `F.log_softmax` for the language model
+without peepholes and the plain loop with them, per-sentence `torch.autograd.grad` through that
+`nn.LSTM` for the gradient norms, and `torch.optim.Adam` after `clip_grad_norm_` and
+`F.cross_entropy` of the plain loop's logits (differentiated by autograd) for the trajectory.
 Then each plausible wrong answer of tests/ps3_submissions.py, graded in this process against the
 stored references, loses points on its own task only and fails the check it is said to fail; the
 rewrites of `adam_step` keep every case, and the set's own mutants are killed at the stated rate
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import re
 import time
 from pathlib import Path
@@ -78,14 +82,73 @@ def randn(g, *shape, scale=1.0):
     return torch.randn(shape, generator=g, dtype=torch.float64) * scale
 
 
-def cell_params(seed, m, H, scale=1.0):
+def cell_params(seed, m, H, scale=1.0, peep=0.0):
     g = torch.Generator().manual_seed(seed)
-    return {"W": randn(g, 3 * H, m, scale=scale), "U": randn(g, 3 * H, H, scale=scale), "b": randn(g, 3 * H)}
+    p = {
+        "W": randn(g, 3 * H, m, scale=scale),
+        "U": randn(g, 3 * H, H, scale=scale),
+        "b": randn(g, 3 * H),
+    }
+    p["p_i"], p["p_o"] = randn(g, H, scale=peep), randn(g, H, scale=peep)
+    return p
+
+
+def _sigmoid(a):
+    return 1 / (1 + math.exp(-a))
+
+
+def plain_step(p, x, h, c):
+    """The CIFG with peepholes, one row and one unit at a time, in Python floats: the oracle where
+    torch's LSTM cell (no peepholes) cannot serve."""
+    H = len(h[0])
+    W, U, b, p_i, p_o = (p[k].tolist() for k in ("W", "U", "b", "p_i", "p_o"))
+
+    def pre(row, n, k):
+        return (
+            sum(W[row][j] * x[n][j] for j in range(len(x[n])))
+            + sum(U[row][j] * h[n][j] for j in range(H))
+            + b[row]
+        )
+
+    h_new, c_new = [], []
+    for n in range(len(h)):
+        hs, cs = [], []
+        for k in range(H):
+            i = _sigmoid(pre(k, n, k) + p_i[k] * c[n][k])
+            g = math.tanh(pre(2 * H + k, n, k))
+            cell = (1 - i) * c[n][k] + i * g
+            o = _sigmoid(pre(H + k, n, k) + p_o[k] * cell)
+            hs.append(o * math.tanh(cell))
+            cs.append(cell)
+        h_new.append(hs)
+        c_new.append(cs)
+    return h_new, c_new
+
+
+def plain_logits(p, embedded):
+    """The plain oracle over time, vectorised over rows and units with torch (so autograd can
+    differentiate it), written from the task's equations without the solution's code."""
+    H = p["U"].shape[1]
+    Wi, Wo, Wg = p["W"].split(H)
+    Ui, Uo, Ug = p["U"].split(H)
+    bi, bo, bg = p["b"].split(H)
+    h = c = embedded.new_zeros(embedded.shape[0], H)
+    out = []
+    for t in range(embedded.shape[1]):
+        x = embedded[:, t]
+        i = torch.sigmoid(x @ Wi.T + h @ Ui.T + p["p_i"] * c + bi)
+        g = torch.tanh(x @ Wg.T + h @ Ug.T + bg)
+        c = c * (1 - i) + g * i
+        o = torch.sigmoid(x @ Wo.T + h @ Uo.T + p["p_o"] * c + bo)
+        h = torch.tanh(c) * o
+        out.append(h)
+    return torch.stack(out, dim=1) @ p["W_y"].T + p["b_y"]
 
 
 def tied_lstm_weights(p):
-    """(weight_ih, weight_hh, bias_ih) of an nn.LSTM/LSTMCell (rows i, f, g, o) computing the CIFG:
-    the forget rows are minus the input rows, so f = sigma(-a_i) = 1 - i."""
+    """(weight_ih, weight_hh, bias_ih) of an nn.LSTM/LSTMCell (rows i, f, g, o) computing the CIFG
+    without peepholes: the forget rows are minus the input rows, so f = sigma(-a_i) = 1 - i."""
+    assert not p["p_i"].any() and not p["p_o"].any()  # torch's LSTM has no peepholes
     H = p["U"].shape[1]
     (Wi, Wo, Wg), (Ui, Uo, Ug), (bi, bo, bg) = (p[k].split(H) for k in ("W", "U", "b"))
     return torch.cat([Wi, -Wi, Wg, Wo]), torch.cat([Ui, -Ui, Ug, Uo]), torch.cat([bi, -bi, bg, bo])
@@ -111,26 +174,52 @@ def test_the_step_equals_nn_lstm_cell_with_the_forget_gate_tied(ns, B, m, H, sca
         torch.testing.assert_close(mine, oracle, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize(("B", "m", "H", "gate_bias"), [(1, 2, 3, None), (4, 3, 5, None), (3, 2, 4, -6.0)])
-def test_the_backward_pass_by_hand_equals_autograd(ns, B, m, H, gate_bias):
-    p = cell_params(10 + B, m, H)
+@pytest.mark.parametrize(
+    ("B", "m", "H", "peep", "c_scale"),
+    [(1, 1, 1, 1.0, 1.0), (4, 3, 5, 1.0, 1.0), (3, 2, 4, 2.0, 5.0)],
+)
+def test_the_step_with_peepholes_equals_a_plain_loop(ns, B, m, H, peep, c_scale):
+    p = cell_params(30 + B, m, H, peep=peep)
+    g = torch.Generator().manual_seed(4)
+    x, h, c = randn(g, B, m), randn(g, B, H), randn(g, B, H, scale=c_scale)
+    expected = plain_step(p, x.tolist(), h.tolist(), c.tolist())
+    without = plain_step(
+        {**p, "p_i": 0 * p["p_i"], "p_o": 0 * p["p_o"]}, x.tolist(), h.tolist(), c.tolist()
+    )
+    for mine, oracle, other in zip(ns["cifg_step"](p, x, h, c), expected, without, strict=True):
+        torch.testing.assert_close(
+            mine, torch.tensor(oracle, dtype=torch.float64), rtol=1e-12, atol=1e-12
+        )
+        assert (mine - torch.tensor(other, dtype=torch.float64)).abs().max() > 1e-3  # they matter
+
+
+@pytest.mark.parametrize(
+    ("B", "m", "H", "gate_bias", "peep"),
+    [(1, 2, 3, None, 1.0), (4, 3, 5, None, 1.0), (3, 2, 4, -6.0, 1.0), (3, 2, 4, None, 0.0)],
+)
+def test_the_backward_pass_by_hand_equals_autograd(ns, B, m, H, gate_bias, peep):
+    p = cell_params(10 + B, m, H, peep=peep)
     if gate_bias is not None:
         p["b"][:H] = gate_bias
     g = torch.Generator().manual_seed(2)
     x, h, c, dh, dc = (randn(g, B, n) for n in (m, H, H, H, H))
+    c = 3 * c  # a large cell: the peepholes' terms count
     with torch.inference_mode():
         mine = ns["cifg_step_backward"](p, x, h, c, dh, dc)
     leaves = {k: v.clone().requires_grad_() for k, v in p.items()}
     inputs = [t.clone().requires_grad_() for t in (x, h, c)]
     h_new, c_new = ns["cifg_step"](leaves, *inputs)
-    oracle = torch.autograd.grad((h_new * dh).sum() + (c_new * dc).sum(), [*leaves.values(), *inputs])
-    assert sorted(mine) == sorted(["W", "U", "b", "x_t", "h", "c"])
-    for key, expected in zip(["W", "U", "b", "x_t", "h", "c"], oracle, strict=True):
+    oracle = torch.autograd.grad(
+        (h_new * dh).sum() + (c_new * dc).sum(), [*leaves.values(), *inputs]
+    )
+    keys = ["W", "U", "b", "p_i", "p_o", "x_t", "h", "c"]
+    assert sorted(mine) == sorted(keys)
+    for key, expected in zip(keys, oracle, strict=True):
         torch.testing.assert_close(mine[key], expected, rtol=1e-12, atol=1e-14)
 
 
 def test_the_backward_pass_agrees_with_central_differences(ns):
-    p = cell_params(20, 2, 3)
+    p = cell_params(20, 2, 3, peep=1.5)
     g = torch.Generator().manual_seed(3)
     x, h, c, dh, dc = (randn(g, 2, n) for n in (2, 3, 3, 3, 3))
     grads = ns["cifg_step_backward"](p, x, h, c, dh, dc)
@@ -140,7 +229,16 @@ def test_the_backward_pass_agrees_with_central_differences(ns):
         return float((h_new * dh).sum() + (c_new * dc).sum())
 
     eps = 1e-6
-    for key, index in [("W", (0, 1)), ("U", (4, 2)), ("b", (7,)), ("c", (1, 0)), ("h", (0, 2))]:
+    keys = [
+        ("W", (0, 1)),
+        ("U", (4, 2)),
+        ("b", (7,)),
+        ("p_i", (1,)),
+        ("p_o", (2,)),
+        ("c", (1, 0)),
+        ("h", (0, 2)),
+    ]
+    for key, index in keys:
         up, down = ({k: v.clone() for k, v in p.items()} for _ in range(2))
         args_up, args_down = [x.clone(), h.clone(), c.clone()], [x.clone(), h.clone(), c.clone()]
         if key in p:
@@ -157,13 +255,15 @@ def test_the_backward_pass_agrees_with_central_differences(ns):
 # ------------------------------------------------------------------ Tasks 3 and 4: the LM
 
 
-def lm_params(seed, V=27, m=4, H=5):
+def lm_params(seed, V=27, m=4, H=5, peep=0.0):
     g = torch.Generator().manual_seed(seed)
     return {
         "E": randn(g, V, m, scale=0.5),
         "W": randn(g, 3 * H, m, scale=m**-0.5),
         "U": randn(g, 3 * H, H, scale=H**-0.5),
         "b": randn(g, 3 * H, scale=0.3),
+        "p_i": randn(g, H, scale=peep),
+        "p_o": randn(g, H, scale=peep),
         "W_y": randn(g, V, H, scale=H**-0.5),
         "b_y": randn(g, V, scale=0.3),
     }
@@ -190,6 +290,17 @@ def test_the_lm_equals_nn_lstm_with_the_forget_gate_tied(ns, B, T):
     p = lm_params(4)
     inputs = torch.randint(27, (B, T), generator=torch.Generator().manual_seed(5))
     expected = F.log_softmax(torch_lstm_logits(p, p["E"][inputs]), dim=-1)
+    torch.testing.assert_close(ns["cifg_lm_log_probs"](p, inputs), expected, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(  # the plain oracle agrees with torch's where both apply
+        F.log_softmax(plain_logits(p, p["E"][inputs]), dim=-1), expected, rtol=1e-10, atol=1e-10
+    )
+
+
+@pytest.mark.parametrize(("B", "T"), [(1, 1), (3, 7)])
+def test_the_lm_with_peepholes_equals_the_plain_loop(ns, B, T):
+    p = lm_params(8, peep=1.5)
+    inputs = torch.randint(27, (B, T), generator=torch.Generator().manual_seed(9))
+    expected = F.log_softmax(plain_logits(p, p["E"][inputs]), dim=-1)
     torch.testing.assert_close(ns["cifg_lm_log_probs"](p, inputs), expected, rtol=1e-10, atol=1e-10)
 
 
@@ -229,13 +340,13 @@ def adam_rows():
 
 
 def oracle_trajectory(params, rows, steps, lr, max_norm, batch=8):
-    """torch.optim.Adam after clip_grad_norm_, the loss F.cross_entropy of nn.LSTM's logits."""
+    """torch.optim.Adam after clip_grad_norm_, the loss F.cross_entropy of the plain loop's logits."""
     trained = {k: v.clone().requires_grad_() for k, v in params.items()}
     opt = torch.optim.Adam(list(trained.values()), lr=lr)
     losses, norms = [], []
     for k in range(steps):
         rows_k = rows[k * batch : (k + 1) * batch]
-        logits = torch_lstm_logits(trained, trained["E"][rows_k[:, :-1]])
+        logits = plain_logits(trained, trained["E"][rows_k[:, :-1]])
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), rows_k[:, 1:].reshape(-1))
         opt.zero_grad()
         loss.backward()
@@ -255,6 +366,8 @@ def hidden_case_params(V, m, H, seed):
         "W": torch.randn(3 * H, m, generator=g, dtype=torch.float64) / m**0.5,
         "U": torch.randn(3 * H, H, generator=g, dtype=torch.float64) / H**0.5,
         "b": torch.randn(3 * H, generator=g, dtype=torch.float64) * 0.1,
+        "p_i": torch.randn(H, generator=g, dtype=torch.float64) * 0.5,
+        "p_o": torch.randn(H, generator=g, dtype=torch.float64) * 0.5,
         "W_y": torch.randn(V, H, generator=g, dtype=torch.float64) / H**0.5,
         "b_y": torch.zeros(V, dtype=torch.float64),
     }
@@ -272,7 +385,9 @@ def test_the_trajectory_equals_torch_optim_adam_and_clipping_binds_as_the_cases_
     params = hidden_case_params(27, 6, 8, seed)
     expected, norms = oracle_trajectory(params, rows, 20, 0.01, max_norm)
     leaves, state = {k: v.clone().requires_grad_() for k, v in params.items()}, {}
-    losses = [ns["adam_step"](leaves, state, rows[k * 8 : (k + 1) * 8], 0.01, max_norm) for k in range(20)]
+    losses = [
+        ns["adam_step"](leaves, state, rows[k * 8 : (k + 1) * 8], 0.01, max_norm) for k in range(20)
+    ]
     assert losses == pytest.approx(expected, rel=1e-10)
     assert all(n > max_norm for n in norms) if max_norm < 1 else all(n < max_norm for n in norms)
     assert state["t"] == 20 and losses[-1] < losses[0]
@@ -327,7 +442,10 @@ def test_a_wrong_cifg_step_costs_the_tasks_that_call_it_and_nothing_else(answers
 def test_an_equivalent_rewrite_of_adam_step_keeps_every_case(answers, name):
     scores, verdicts = graded_in_process({**answers, "adam_step": EQUIVALENT_STEPS[name]})
     failed = [c for (t, c), v in verdicts.items() if not v.passed]
-    assert not failed, (name, [verdicts["adam_step", c].message for c in failed if ("adam_step", c) in verdicts])
+    assert not failed, (
+        name,
+        [verdicts["adam_step", c].message for c in failed if ("adam_step", c) in verdicts],
+    )
 
 
 def test_the_rewrites_differ_from_the_reference_by_far_less_than_the_tolerance(ns):
@@ -339,9 +457,11 @@ def test_the_rewrites_differ_from_the_reference_by_far_less_than_the_tolerance(n
     for seed, max_norm in [(2502, 1e3), (2503, 0.05)]:
         params = hidden_case_params(27, 6, 8, seed)
 
-        def trajectory(step):
+        def trajectory(step, params=params, max_norm=max_norm):
             leaves, state = {k: v.clone().requires_grad_() for k, v in params.items()}, {}
-            return [step(leaves, state, rows[k * 8 : (k + 1) * 8], 0.01, max_norm) for k in range(20)]
+            return [
+                step(leaves, state, rows[k * 8 : (k + 1) * 8], 0.01, max_norm) for k in range(20)
+            ]
 
         reference = torch.tensor(trajectory(ns["adam_step"]), dtype=torch.float64)
         for code in EQUIVALENT_STEPS.values():
@@ -362,7 +482,9 @@ def test_the_sets_own_mutants_are_killed_at_the_stated_rate(answers):
         if all(p == n for p, n in scores.values()):
             survivors.append(name)
     rate = 1 - len(survivors) / len(MUTANTS)
-    print(f"mutants killed: {len(MUTANTS) - len(survivors)} of {len(MUTANTS)} ({rate:.0%}); survivors {survivors}")
+    print(
+        f"mutants killed: {len(MUTANTS) - len(survivors)} of {len(MUTANTS)} ({rate:.0%}); survivors {survivors}"
+    )
     assert rate >= KILL_RATE, survivors
 
 
@@ -394,7 +516,10 @@ def test_training_and_part_d_run_within_their_time_and_the_model_answer_quotes_t
 
     namespace = dict(ns)
     source = re.sub(
-        r"^from seqmodels\.grading\.training import .*$", "", _cell("test_cifg_training"), flags=re.M
+        r"^from seqmodels\.grading\.training import .*$",
+        "",
+        _cell("test_cifg_training"),
+        flags=re.M,
     )
     namespace.update(Training=Quiet, AgreementSentences=training.AgreementSentences)
     experiment = solution_answers(nbformat.read(SOURCE, as_version=4), experiments=True)[
