@@ -10,7 +10,8 @@ measures a submission (`seqmodels.grading.heldout.measure_rows` on the same eval
 judged against the stored reference (`judge`'s gates and tiers). Writes
 ``solutions/<ps>/training_seeds.json`` (instructors only: nbgrader's `CourseDirectory.ignore` keeps it
 out of the release): per seed, the perplexity, the largest distance of the
-loss curve's stretch means from the reference's, the last-batch gap, and which tiers passed.
+loss curve's stretch means from the reference's, the last-batch gap, where the tiers ask for it the
+generalisation gap (held-out metric against the last training batch's), and which tiers passed.
 """
 
 from __future__ import annotations
@@ -118,11 +119,17 @@ def main() -> None:
             "consistent": abs(got["last_gap"] - reference["last_gap"])
             <= spec["tiers"]["consistency"],
         }
+        if "generalisation" in spec["tiers"]:  # the gate `judge` adds: no better held out
+            gap = value - got[f"last_{metric.key}"]
+            run["generalisation_gap"] = round(gap if metric.higher_is_better else -gap, 4)
+            run["generalises"] = run["generalisation_gap"] <= spec["tiers"]["generalisation"]
         assert data.seed == seed
         runs.append(run)
         print(json.dumps(run), flush=True)
     rates = {
-        k: sum(r[k] for r in runs) / len(runs) for k in ("within", "bar", "band_ok", "consistent")
+        k: sum(r[k] for r in runs) / len(runs)
+        for k in ("within", "bar", "band_ok", "consistent", "generalises")
+        if k in runs[0]
     }
     out = args.notebook.parent / "training_seeds.json"
     out.write_text(

@@ -1,4 +1,4 @@
-"""'Paste' submissions for Problem Sets 1 and 2: the course library's code, pasted, as the answers.
+"""'Paste' submissions for Problem Sets 1, 2 and 3: the course library's code, pasted, as the answers.
 
 A helper for the grading round trips (not a test module itself). Issue 28 asks that no part-A task
 be answerable by calling or pasting library code: the sandbox hides the library's models from the
@@ -72,6 +72,27 @@ Problem Set 2 (`seqmodels.autodiff`, `rnn`, `gated`, `train`, `softmax`):
   It calls `F.cross_entropy` and `clip_grad_norm_`, both forbidden in this task.
 - Task 6 `rnn_training` has no answer cell: it trains with Task 5's step.
 
+Problem Set 3 (`seqmodels.gated`, `rnn`, `softmax`, `train`):
+
+- Task 1 `cifg_step`: `gated.LSTM`, one step (a sequence of length 1), run on the task's tensors
+  (`functional_call`) with its forget gate tied to the input gate through the weights: the
+  forget rows are minus the input rows, so f = σ(−a_i) = 1 − σ(a_i) — a conversion of
+  arguments, as PS1's paste gives `FeedForwardLM` the tie `U = E P`. The CIFG without peepholes is
+  an LSTM with W_f = −W_i; the library's LSTM has no peepholes, so the adapter ignores `p_i` and
+  `p_o` (it computes the cell with p = 0) and is right only where the task's peepholes are zero.
+- Task 2 `cifg_step_backward`: nothing in the library differentiates an LSTM step by hand (its
+  gradients are autograd's): left unanswered.
+- Task 3 `cifg_lm_log_probs`: `RNNLM` with the hand-written LSTM core (`"lstm-hand"`), the same
+  tie (peepholes ignored), its second bias zero, then `softmax.log_softmax`.
+- Task 4 `verb_gradient_norms`: the library's `gradients.loss_gradient_by_position` measures the
+  gradient of the verb's *loss* by position; the task asks for the agreement *margin*'s, which no
+  library code computes: left unanswered (pasting `loss_gradient_by_position` on the tied `RNNLM`
+  earns no case but the all-zero one).
+- Task 5 `adam_step`: the library's training loops (`train.train_lm`, `rnn.train_lm`) use
+  `torch.optim.Adam`, `F.cross_entropy` and `clip_grad_norm_`; the adapter keeps one
+  `torch.optim.Adam` in `state` and calls the three, all forbidden in this task.
+- Task 6 `cifg_training` has no answer cell: it trains with Task 5's step.
+
 Each set's paste is graded in its round trip's smoke profile, where the training task (B2–B4, 4
 points) is not run. Its metric tiers (B3, B4) need every case of the trajectory task (B1) to pass;
 `paste_bound` adds the 0.5 point of B2 ("runs end to end") as the most the training can add.
@@ -96,8 +117,8 @@ FUTURE = "from __future__ import annotations"
 #: the most parts A and B's autograded points a paste may earn together (the design guide, §5)
 SHARE = 0.20
 #: parts A and B's points of each set, and the points of its training task's B2 tier ("runs")
-AB_POINTS = {"ps1": 14, "ps2": 14}
-RUNS_POINTS = 0.5
+AB_POINTS = {"ps1": 14, "ps2": 14, "ps3": 14}
+RUNS_POINTS = {"ps1": 0.5, "ps2": 0.5, "ps3": 0.5}
 
 
 def pasted_module(name: str, done: set[str]) -> str:
@@ -375,6 +396,76 @@ def tbptt_step(
     return truncated_bptt_step(_Model(params), batch[:, :-1], batch[:, 1:], h, optimizer, max_norm)
 '''
 
+# ------------------------------------------------------------------ Problem Set 3's adapters
+
+_PS3_TIE = '''
+# ---- adapter: the CIFG as an LSTM whose forget rows are minus its input rows (f = 1 - i) ----
+def _tied_lstm_tensors(params):
+    """gated.LSTM's parameters (rows i, f, g, o) from the task's W, U, b (rows i, o, g); the
+    library's LSTM has no peepholes, so p_i and p_o are left out (right only where they are 0)."""
+    H = params["U"].shape[1]
+    (Wi, Wo, Wg), (Ui, Uo, Ug), (bi, bo, bg) = (params[k].split(H) for k in ("W", "U", "b"))
+    return {
+        "weight_ih_l0": torch.cat([Wi, -Wi, Wg, Wo]),
+        "weight_hh_l0": torch.cat([Ui, -Ui, Ug, Uo]),
+        "bias_ih_l0": torch.cat([bi, -bi, bg, bo]),
+        "bias_hh_l0": torch.zeros(4 * H, dtype=bi.dtype, device=bi.device),
+    }
+
+
+def cifg_step(params, x_t, h, c):
+    """gated.LSTM, one step, with the tied weights."""
+    lstm = LSTM(x_t.shape[1], h.shape[1])
+    _, (h_new, c_new) = torch.func.functional_call(lstm, _tied_lstm_tensors(params), (x_t[:, None], (h, c)))
+    return h_new, c_new
+'''
+
+_PS3_BACKWARD = '''
+# ---- nothing in the library differentiates an LSTM step by hand: left unanswered ----
+def cifg_step_backward(params, x_t, h, c, dh_new, dc_new):
+    """The gradients of one CIFG step (W, U, b, p_i, p_o, x_t, h, c) from those of (h_t, c_t), by hand."""
+    # YOUR CODE HERE
+    raise NotImplementedError()
+'''
+
+_PS3_LM = '''
+# ---- adapter: RNNLM with the hand-written LSTM core and the tie, then softmax.log_softmax ----
+def cifg_lm_log_probs(params, inputs):
+    """log_softmax of RNNLM(V, m, H, core="lstm-hand")(inputs)'s logits, the forget gate tied."""
+    (V, m), H = params["E"].shape, params["U"].shape[1]
+    model = RNNLM(V, m, H, core="lstm-hand")
+    tensors = {f"rnn.{k}": v for k, v in _tied_lstm_tensors(params).items()}
+    tensors.update({"embedding.weight": params["E"], "output.weight": params["W_y"], "output.bias": params["b_y"]})
+    logits, _ = torch.func.functional_call(model, tensors, (inputs,))
+    return log_softmax(logits)
+'''
+
+_PS3_NORMS = '''
+# ---- gradients.loss_gradient_by_position measures the verb's loss, not the agreement margin:
+# no library code computes the task's quantity, left unanswered ----
+def verb_gradient_norms(params, sentences, distance):
+    """(distance + 2,): the mean over sentences of ||d margin / d e_t|| at every input position t."""
+    # YOUR CODE HERE
+    raise NotImplementedError()
+'''
+
+_PS3_ADAM = '''
+# ---- adapter: the library's training loops' Adam step (torch.optim.Adam, F.cross_entropy,
+# clip_grad_norm_), its optimiser kept in the state ----
+def adam_step(params, state, batch, lr, max_norm):
+    """One step as train_lm takes it, on the task's model."""
+    if "optimizer" not in state:
+        state["optimizer"] = torch.optim.Adam(list(params.values()), lr=lr)
+    optimizer = state["optimizer"]
+    log_probs = cifg_lm_log_probs(params, batch[:, :-1])
+    loss = F.cross_entropy(log_probs.reshape(-1, log_probs.shape[-1]), batch[:, 1:].reshape(-1))
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(list(params.values()), max_norm)
+    optimizer.step()
+    return loss.item()
+'''
+
 #: answer cell → (the library modules its paste needs, its adapter); a module already pasted in an
 #: earlier cell is not pasted again
 _PLAN: dict[str, dict[str, tuple[list[str], str]]] = {
@@ -394,10 +485,17 @@ _PLAN: dict[str, dict[str, tuple[list[str], str]]] = {
         "lm_bptt": ([], _PS2_LM_BPTT),
         "tbptt_step": ([], _PS2_TBPTT_STEP),
     },
+    "ps3": {
+        "cifg_step": (["seqmodels.gated"], _PS3_TIE),
+        "cifg_step_backward": ([], _PS3_BACKWARD),
+        "cifg_lm_log_probs": (["seqmodels.rnn", "seqmodels.softmax"], _PS3_LM),
+        "verb_gradient_norms": ([], _PS3_NORMS),
+        "adam_step": ([], _PS3_ADAM),
+    },
 }
 
 #: the graded tasks of parts A and B of each set, with no answer cell of their own (training)
-TRAINING = {"ps1": "ffn_training", "ps2": "rnn_training"}
+TRAINING = {"ps1": "ffn_training", "ps2": "rnn_training", "ps3": "cifg_training"}
 
 
 def paste_answers(ps: str) -> dict[str, str]:
@@ -419,11 +517,11 @@ def feedback_points(html: str) -> dict[str, tuple[float, float]]:
     }
 
 
-def paste_bound(points: dict[str, tuple[float, float]]) -> float:
+def paste_bound(points: dict[str, tuple[float, float]], ps: str = "ps1") -> float:
     """What the paste can earn of parts A and B in the full profile, from its smoke-profile
     `points`: what they paid, plus the training task's B2 tier ("runs", 0.5); B3 and B4 need the
     trajectory task's every case, which the library's forbidden tools fail."""
-    return sum(p for p, _ in points.values()) + RUNS_POINTS
+    return sum(p for p, _ in points.values()) + RUNS_POINTS[ps]
 
 
 def answer_cell_errors(notebook: nbformat.NotebookNode, ps: str) -> dict[str, list[str]]:

@@ -158,7 +158,7 @@ def test_a_paste_of_the_library_earns_at_most_a_fifth_of_parts_a_and_b(graded):
     the smoke profile does not run. Measured: 1.87 in the smoke profile, 2.37 of 14
     (17 %) in the full one (`MEASURED`)."""
     points = feedback_points(feedback(graded["course"], "paste"))
-    earned = paste_bound(points)
+    earned = paste_bound(points, PS)
     assert earned <= SHARE * AB_POINTS[PS], (
         f"the paste earns {earned:.2f} of {AB_POINTS[PS]} ({earned / AB_POINTS[PS]:.0%}): "
         + ", ".join(f"{t} {p:g} of {m:g}" for t, (p, m) in points.items() if p)

@@ -98,7 +98,7 @@ class TestRoundTrip(helpers.RoundTrip):
         end", 0.5), which the smoke profile does not run. Measured: 1.92 in the smoke
         profile, 2.42 of 14 (17 %) in the full one (`MEASURED`)."""
         points = feedback_points(helpers.feedback(graded["course"], "paste", PS))
-        earned = paste_bound(points)
+        earned = paste_bound(points, PS)
         assert earned <= SHARE * AB_POINTS[PS], (
             f"the paste earns {earned:.2f} of {AB_POINTS[PS]} ({earned / AB_POINTS[PS]:.0%}): "
             + ", ".join(f"{t} {p:g} of {m:g}" for t, (p, m) in points.items() if p)

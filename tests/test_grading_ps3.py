@@ -1,194 +1,54 @@
-"""Problem Set 3's grading round trip and its solutions' oracles.
+"""Problem Set 3's grading round trip: the same machinery as PS1's and PS2's (the hostile-submission
+suite runs once, in tests/test_grading.py); here only what is PS3's own.
 
-The round trip is the same machinery as PS1's and PS2's (the hostile-submission suite runs once, in
-tests/test_grading.py); here only what is PS3's own: the solution earns 10, the blank release 0,
-each plausible wrong answer (tests/ps3_submissions.py) loses points on its own task only, with
-feedback naming the task and the failing cases; a task answered with what it forbids (autograd in
-the by-hand Jacobian, torch's clipping or LSTM) or with the course library's hidden
-`seqmodels.gradients` / `seqmodels.gated` earns nothing for it.
-
-The solutions are the references, so they are checked here against oracles nobody here wrote:
-`torch.nn.utils.clip_grad_norm_`, `torch.autograd.functional.jacobian`, `torch.nn.GRUCell` (mapped
-to the lecture's GRU), `torch.nn.LSTM` with copied weights over packed sequences, and central
-differences.
+The round trip grades in the smoke profile (`SEQMODELS_GRADING_PROFILE=smoke`): the training task's
+test cell (part B's held-out tiers, 4 points) is not run and earns nothing, so the solution's
+autograded total there is part A's 8 points and the trajectory task's 2. Its tasks carry 1.5, 3,
+1.5, 2 and 2 points, so the shared assertions that count 2-point tasks are replaced here by ones
+that read each task's "p of P points". The blank release earns 0; each plausible wrong answer
+(tests/ps3_submissions.py) loses points on its own task only, with feedback naming the task and the
+failing case; a task answered with what it forbids (autograd in the backward pass, torch's LSTM cell
+in the step, torch.optim in Adam) or with the course library's hidden `seqmodels.gated` earns nothing
+for it. A paste of the library's source (tests/paste_submissions.py) is graded in the same run. The
+solutions against oracles, every wrong answer against its named check, the rewrites and the mutants
+are in tests/test_grading_ps3_oracles.py; the training task in the full profile in
+tests/test_grading_training.py.
 """
 
 from __future__ import annotations
 
+import re
+from html import unescape
+
+import nbformat
 import pytest
-import torch
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import grading_helpers as helpers
-from grading_helpers import current_manifest
-from ps3_submissions import HONEST, RULE_BREAKERS, SOURCE, TESTS, WRONG
+from paste_submissions import (
+    AB_POINTS,
+    SHARE,
+    answer_cell_errors,
+    feedback_points,
+    paste_answers,
+    paste_bound,
+)
+from ps3_submissions import HONEST, RULE_BREAKERS, TESTS, WRONG
+from test_grading_ps3_oracles import TASK_OF
 
 PS = "ps3"
 pytestmark = pytest.mark.grading
-
-
-# test cell → the task name its Checker reports
-TASK_OF = {
-    "test_clip_by_global_norm": "clip_by_global_norm",
-    "test_state_jacobians": "state_jacobians",
-    "test_gru_step": "gru_step",
-    "test_lstm_forward": "lstm_forward",
-    "test_input_gradient_norms": "input_gradient_norms",
+POINTS = {
+    "cifg_step": 1.5,
+    "cifg_step_backward": 3.0,
+    "cifg_lm_log_probs": 1.5,
+    "verb_gradient_norms": 2.0,
+    "adam_step": 2.0,
 }
+SMOKE_TOTAL = sum(POINTS.values())  # 10: the training task (4) is not run in the smoke profile
 
 
-# ------------------------------------------------------------------ the solutions against oracles
-
-
-@pytest.fixture(scope="module")
-def solution():
-    return helpers.solution_functions(SOURCE)
-
-
-def _randn(generator, *shape, scale=1.0):
-    return torch.randn(shape, generator=generator, dtype=torch.float64) * scale
-
-
-@pytest.mark.parametrize(
-    "shapes, scale, max_norm",
-    [
-        ([(4, 3), (3,), (2, 2, 2)], 1.0, 1.5),  # above the threshold
-        ([(5,), (5,), (5,)], 0.3, 1.0),  # each below it, together above it
-        ([(3, 3), ()], 0.1, 5.0),  # below: unchanged
-        ([(2, 3), (4,)], 0.0, 1.0),  # zero
-    ],
-)
-def test_clipping_equals_torchs_clip_grad_norm(solution, shapes, scale, max_norm):
-    g = torch.Generator().manual_seed(7)
-    grads = [_randn(g, *s, scale=scale) for s in shapes]
-    before = [t.clone() for t in grads]
-    clipped, norm = solution["clip_by_global_norm"](grads, max_norm)
-    params = [torch.zeros_like(t, requires_grad=True) for t in grads]
-    for p, t in zip(params, grads, strict=True):
-        p.grad = t.clone()
-    expected_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-    assert norm.shape == () and norm.dtype == torch.float64
-    torch.testing.assert_close(norm, expected_norm, rtol=1e-12, atol=0)
-    for mine, p in zip(clipped, params, strict=True):
-        # torch divides by norm + 1e-6: a relative difference of at most 1e-6 / norm
-        torch.testing.assert_close(mine, p.grad, rtol=2e-6, atol=1e-12)
-    assert all(torch.equal(a, b) for a, b in zip(before, grads, strict=True))
-
-
-@pytest.mark.parametrize("T, d_in, d_h, scale", [(1, 2, 3, 1.0), (6, 3, 4, 1.0), (9, 2, 5, 2.5)])
-def test_the_jacobian_product_equals_autograd(solution, T, d_in, d_h, scale):
-    g = torch.Generator().manual_seed(T)
-    x, h0 = _randn(g, T, d_in), _randn(g, d_h, scale=0.5)
-    W_xh, W_hh, b = (
-        _randn(g, d_h, d_in),
-        _randn(g, d_h, d_h, scale=scale / d_h**0.5),
-        _randn(g, d_h),
-    )
-    with torch.inference_mode():
-        mine = solution["state_jacobians"](x, h0, W_xh, W_hh, b)
-    states = [h0]
-    for t in range(T):
-        states.append(torch.tanh(W_xh @ x[t] + W_hh @ states[-1] + b))
-
-    def from_state(t):
-        def last(h):
-            for s in range(t, T):
-                h = torch.tanh(W_xh @ x[s] + W_hh @ h + b)
-            return h
-
-        return last
-
-    for t in range(T + 1):
-        oracle = torch.autograd.functional.jacobian(from_state(t), states[t])
-        torch.testing.assert_close(mine[t], oracle, rtol=1e-10, atol=1e-12)
-    assert torch.equal(mine[T], torch.eye(d_h, dtype=torch.float64))
-
-
-def _torch_gru_cell(W, U, b):
-    """torch.nn.GRUCell computing the lecture's GRU where the two agree: torch's update gate is
-    1 - ours (weights and bias of z negated), its reset gate multiplies U_h h after the product
-    (equal to U_h (r h) when U_h is diagonal or r = 1), and its second bias is zero here."""
-    H = W.shape[0] // 3
-    cell = torch.nn.GRUCell(W.shape[1], H).double()
-    flip = torch.ones(3 * H, 1, dtype=torch.float64)
-    flip[H : 2 * H] = -1
-    with torch.no_grad():
-        cell.weight_ih.copy_(W * flip)
-        cell.weight_hh.copy_(U * flip)
-        cell.bias_ih.copy_(b * flip[:, 0])
-        cell.bias_hh.zero_()
-    return cell
-
-
-@pytest.mark.parametrize("case", ["reset gate open (r = 1)", "diagonal U_h"])
-def test_the_gru_cell_equals_torchs_gru_cell_mapped(solution, case):
-    g = torch.Generator().manual_seed(3)
-    N, d_in, H = 5, 3, 4
-    x, h = _randn(g, N, d_in), _randn(g, N, H)
-    W, U, b = _randn(g, 3 * H, d_in), _randn(g, 3 * H, H), _randn(g, 3 * H)
-    if case == "diagonal U_h":
-        U[2 * H :] = torch.diag(torch.diagonal(U[2 * H :]))
-    else:
-        b[:H] = 40.0  # sigmoid(40) rounds to 1 in float64
-    with torch.no_grad():
-        oracle = _torch_gru_cell(W, U, b)(x, h)
-    torch.testing.assert_close(solution["gru_step"](x, h, W, U, b), oracle, rtol=1e-12, atol=1e-12)
-
-
-@pytest.mark.parametrize("lengths", [[5, 2, 1, 4], [3, 3], [1], [1, 9, 2, 1]])
-def test_the_lstm_equals_torchs_lstm_with_copied_weights(solution, lengths):
-    g = torch.Generator().manual_seed(len(lengths))
-    B, T, d_in, H = len(lengths), max(lengths), 3, 4
-    x, h0, c0 = _randn(g, B, T, d_in), _randn(g, B, H), _randn(g, B, H)
-    lstm = torch.nn.LSTM(d_in, H, batch_first=True).double()
-    with torch.no_grad():
-        for p in lstm.parameters():
-            p.copy_(_randn(g, *p.shape))
-        packed = pack_padded_sequence(
-            x, torch.tensor(lengths), batch_first=True, enforce_sorted=False
-        )
-        out, (h_n, c_n) = lstm(packed, (h0[None], c0[None]))
-        out, _ = pad_packed_sequence(out, batch_first=True, total_length=T)
-    mine, (mine_h, mine_c) = solution["lstm_forward"](
-        x, torch.tensor(lengths), h0, c0, *(p.detach() for p in lstm.parameters())
-    )
-    for a, e in ((mine, out), (mine_h, h_n[0]), (mine_c, c_n[0])):
-        torch.testing.assert_close(a, e, rtol=1e-12, atol=1e-12)
-
-
-@pytest.mark.parametrize("kind", ["rnn", "gru", "forgets"])
-def test_the_gradient_norms_equal_central_differences(solution, kind):
-    torch.manual_seed(5)
-    T, d_in, d_h = 6, 2, 3
-    step = {
-        "rnn": torch.nn.RNNCell(d_in, d_h).double(),
-        "gru": torch.nn.GRUCell(d_in, d_h).double(),
-        "forgets": lambda xt, h: torch.tanh(xt.sum() * torch.ones(d_h, dtype=torch.float64)),
-    }[kind]
-    g = torch.Generator().manual_seed(5)
-    x, h0 = _randn(g, T, d_in), _randn(g, d_h)
-
-    def last(inputs):
-        h = h0
-        for t in range(T):
-            h = step(inputs[t], h)
-        return h
-
-    eps = 1e-6
-    jac = torch.zeros(d_h, T, d_in, dtype=torch.float64)
-    with torch.no_grad():
-        for t in range(T):
-            for j in range(d_in):
-                e = torch.zeros_like(x)
-                e[t, j] = eps
-                jac[:, t, j] = (last(x + e) - last(x - e)) / (2 * eps)
-    oracle = jac.pow(2).sum(dim=(0, 2)).sqrt().flip(0)  # by distance from the end
-    mine = solution["input_gradient_norms"](step, x, h0)
-    assert not mine.requires_grad
-    torch.testing.assert_close(mine, oracle, rtol=1e-6, atol=1e-8)
-
-
-# ------------------------------------------------------------------ the grading round trip
+def _points(graded, student: str) -> dict[str, tuple[float, float]]:
+    return feedback_points(helpers.feedback(graded["course"], student, PS))
 
 
 class TestRoundTrip(helpers.RoundTrip):
@@ -197,13 +57,106 @@ class TestRoundTrip(helpers.RoundTrip):
     PS = PS
     TASK_OF = TASK_OF
     TESTS, WRONG, RULE_BREAKERS, HONEST = TESTS, WRONG, RULE_BREAKERS, HONEST
-    HIDDEN = ("seqmodels.gradients", "seqmodels.gated", "seqmodels.rnn")
+    HIDDEN = ("seqmodels.gated", "seqmodels.gradients", "seqmodels.rnn", "seqmodels.softmax")
+    PROFILE = "smoke"
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def graded(cls, tmp_path_factory):
+        """The shared round trip's submissions, and the paste (tests/paste_submissions.py)."""
+        return helpers.grade_submissions(
+            tmp_path_factory.mktemp("course"),
+            cls.PS,
+            cls.TESTS,
+            cls.WRONG,
+            cls.RULE_BREAKERS,
+            cls.HONEST,
+            env={"SEQMODELS_GRADING_PROFILE": cls.PROFILE},
+            whole={"paste": paste_answers(PS)},
+        )
+
+    def test_the_solution_earns_full_marks_and_the_blank_release_none(self, graded):
+        assert graded["scores"]["solution"] == SMOKE_TOTAL
+        assert graded["scores"]["blank"] == 0
+        points = _points(graded, "solution")
+        assert {t: points[t] for t in POINTS} == {t: (p, p) for t, p in POINTS.items()}
+
+    def test_a_plausible_wrong_answer_loses_points_on_its_own_task_only(self, graded, wrong):
+        task = self.TASK_OF[self.WRONG[wrong][2]]
+        assert 0 < graded["scores"][f"wrong-{wrong}"] < SMOKE_TOTAL
+        points = _points(graded, f"wrong-{wrong}")
+        assert points[task][0] < POINTS[task], points
+        assert all(points[t][0] == p for t, p in POINTS.items() if t != task), points
+        html = helpers.feedback(graded["course"], f"wrong-{wrong}", PS)
+        section = html.split(f"{task}: ", 1)[1].split(" points", 2)[1]
+        assert re.search(r"<td>[^<]+</td>\s*<td>FAIL</td>", section), section[:3000]
+
+    def test_a_forbidden_tool_or_the_library_in_a_task_earns_nothing_for_it(self, graded, rule):
+        _, _, test_cell, text = self.RULE_BREAKERS[rule]
+        task = self.TASK_OF[test_cell]
+        student = f"rule-{rule}"
+        html = helpers.feedback(graded["course"], student, PS)
+        points = _points(graded, student)
+        assert points[task][0] == 0, points
+        others = [
+            t
+            for t in POINTS
+            if t != task and t not in ("cifg_lm_log_probs", "verb_gradient_norms", "adam_step")
+        ]
+        if task != "cifg_step":  # a step that fails costs the tasks that call it
+            assert all(points[t][0] == POINTS[t] for t in others), points
+        plain = unescape(re.sub(r"<[^>]+>", "", html))
+        if text.startswith("this cell raised"):
+            assert text in plain
+            return
+        assert "Held for your instructor's review" in plain and "For the instructor" not in plain
+        # a step run with torch's LSTM is held in every task that calls it and forbids it
+        assert test_cell in graded["rows"][student]["review"].split()
+        assert text in helpers.autograded(graded["course"], student, PS)
+
+    def test_honest_code_that_names_or_checks_against_a_tool_is_not_flagged(self, graded, honest):
+        student = f"honest-{honest}"
+        assert graded["scores"][student] == SMOKE_TOTAL, student
+        assert graded["rows"][student]["review"] == ""
+
+    def test_the_paste_submission_runs_whole_and_earns_what_the_tie_gives(self, graded):
+        """The paste runs as a student's notebook (no answer cell raised); Tasks 1 and 3 earn only
+        their cases without peepholes (the library's LSTM has none), through the LSTM with the forget
+        rows tied to minus the input rows: part of their points, not all; Tasks 2 and 4 nothing; its
+        Adam step (torch.optim, torch's loss and clipping) is held."""
+        path = graded["course"] / "grading" / "autograded" / "paste" / PS / f"{PS}.ipynb"
+        assert answer_cell_errors(nbformat.read(path, as_version=4), PS) == {}
+        points = _points(graded, "paste")
+        assert points["cifg_step_backward"][0] == points["verb_gradient_norms"][0] == 0, points
+        assert 0 < points["cifg_step"][0] < points["cifg_step"][1], points
+        assert 0 < points["cifg_lm_log_probs"][0] < points["cifg_lm_log_probs"][1], points
+        assert points["adam_step"][0] == 0 and graded["rows"]["paste"]["review"] == "test_adam_step"
+
+    def test_a_paste_of_the_library_earns_at_most_a_fifth_of_parts_a_and_b(self, graded):
+        points = _points(graded, "paste")
+        earned = paste_bound(points, PS)
+        assert earned <= SHARE * AB_POINTS[PS], (
+            f"the paste earns {earned:.2f} of {AB_POINTS[PS]} ({earned / AB_POINTS[PS]:.0%}): "
+            + ", ".join(f"{t} {p:g} of {m:g}" for t, (p, m) in points.items() if p)
+        )
 
 
 def test_stored_references_belong_to_the_current_solution():
-    manifest = current_manifest(PS)
-    assert manifest["tasks"]["state_jacobians"]["forbidden"] == ["autograd"]
-    assert manifest["tasks"]["clip_by_global_norm"]["forbidden"] == ["gradient_clipping"]
-    assert manifest["tasks"]["lstm_forward"]["forbidden"] == ["torch_lstm"]
-    assert manifest["tasks"]["gru_step"]["forbidden"] == ["torch_gru"]
-    assert "forbidden" not in manifest["tasks"]["input_gradient_norms"]  # autograd is the point
+    manifest = helpers.current_manifest(PS, points=14)
+    tasks = manifest["tasks"]
+    assert {t: tasks[t]["points"] for t in POINTS} == POINTS
+    assert tasks["cifg_step_backward"]["forbidden"] == ["autograd"]
+    assert tasks["cifg_step"]["forbidden"] == ["torch_lstm"]
+    assert sorted(tasks["adam_step"]["forbidden"]) == [
+        "gradient_clipping",
+        "torch_losses",
+        "torch_lstm",
+        "torch_optimizers",
+    ]
+    training = tasks["cifg_training"]["training"]
+    assert training["requires"] == ["adam_step"]
+    assert training["heldout"] == "agreement_test_sentences"
+    assert training["data"]["kind"] == "AgreementSentences"
+    assert "heldout_seed" in training and training["tiers"]["generalisation"] == 0.1
+    reference = tasks["cifg_training"]["reference"]
+    assert reference["accuracy"] >= reference["bar"] == training["tiers"]["bar_value"]

@@ -200,6 +200,25 @@ def ps2_full(tmp_path_factory):
     return _grade_full(tmp_path_factory, "ps2", replacements)
 
 
+@pytest.fixture(scope="module")
+def ps3_full(tmp_path_factory):
+    """PS3: also a model that does not learn (tests/ps3_submissions.py) and a rule written for the
+    grader answering the held-out sentences while the last training batch gets the model's own
+    (unlearnt) answer."""
+    import nbformat
+
+    from ps1_submissions import solution_answers
+    from ps3_submissions import WRONG, ps3_cheat
+
+    cell, code, _ = WRONG["adam_does_not_learn"]
+    answers = solution_answers(nbformat.read(ROOT / "solutions/ps3/ps3.ipynb", as_version=4))
+    replacements = {
+        "does-not-learn": {cell: code},
+        "rule-for-the-grader": {"cifg_lm_log_probs": ps3_cheat(answers["cifg_lm_log_probs"])},
+    }
+    return _grade_full(tmp_path_factory, "ps3", replacements)
+
+
 def _training_section(graded, student: str, task: str) -> str:
     from grading_helpers import feedback
 
@@ -214,7 +233,11 @@ def _training_points(graded, student: str, task: str) -> float:
     return float(re.match(r"([\d.]+) of 4 points", section).group(1))
 
 
-FULL_PROFILE = [("ps1_full", "ffn_training"), ("ps2_full", "rnn_training")]
+FULL_PROFILE = [
+    ("ps1_full", "ffn_training"),
+    ("ps2_full", "rnn_training"),
+    ("ps3_full", "cifg_training"),
+]
 
 
 @pytest.mark.parametrize(("fixture", "task"), FULL_PROFILE)
@@ -243,6 +266,12 @@ CHEATS = [
         "rnn_training",
         "reads-the-next-token",
         "each row depends on its own context only",
+    ),
+    (
+        "ps3_full",
+        "cifg_training",
+        "rule-for-the-grader",
+        "no better on held-out text than on its last training batch",
     ),
 ]
 
