@@ -20,6 +20,7 @@ import ast
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -251,6 +252,15 @@ def _plant(tmp_path: Path, student_release, secrets) -> dict[str, Path]:
         tar.addfile(info, io.BytesIO(notebook.encode()))
     cases["solution in an archive's notebook"] = archive
     return cases
+
+
+def test_a_secret_line_of_thousands_of_characters_is_searched_for():
+    """The search's pattern is a trie of every secret line; a 597-character line of a model answer
+    once overflowed Python's recursion building it (one frame a character)."""
+    long = "the model answer goes on " * 200  # 5,000 characters
+    pattern = re.compile(leaks._trie_regex([long, "the model", "another line"]))
+    assert pattern.search("x" + long + "y").group(0) == long
+    assert pattern.search("in the model answer").group(0) == "the model"
 
 
 def test_the_search_finds_every_planted_secret(tmp_path, student_release, secrets):

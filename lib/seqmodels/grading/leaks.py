@@ -122,7 +122,15 @@ def _trie_regex(words: list[str]) -> str:
         node[""] = {}
 
     def walk(node: dict) -> str:
-        alternatives = [re.escape(c) + walk(child) for c, child in sorted(node.items()) if c]
+        alternatives = []
+        for c, child in sorted(node.items()):
+            if not c:
+                continue
+            run = [c]  # a chain of single children is one literal: recursion only at branches
+            while len(child) == 1 and "" not in child:
+                ((c, child),) = child.items()
+                run.append(c)
+            alternatives.append(re.escape("".join(run)) + walk(child))
         if not alternatives:
             return ""
         body = alternatives[0] if len(alternatives) == 1 else f"(?:{'|'.join(alternatives)})"
