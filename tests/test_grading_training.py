@@ -124,6 +124,19 @@ def test_a_worse_model_earns_neither_metric_tier(honest):
     assert points == RUNS
 
 
+def test_weights_pasted_from_a_longer_run_at_home_earn_no_metric_tier(honest):
+    """Weights trained at home far past the cell's budget, pasted in, with a curve crafted to sit in
+    the band and end on their last-batch loss: every gate holds, but the tolerance is two-sided,
+    so a model 20 % better than what the cell's training reaches is not the cell's run."""
+    got = heldout.measure_rows(SPEC, honest["curve"], honest["rows"])
+    got["perplexity"] = honest["reference"]["perplexity"] * 0.8
+    outcome = heldout.pay(SPEC, honest["reference"], got, True)
+    assert outcome.points == RUNS
+    assert [text for text, ok, _ in outcome.lines if not ok] == [
+        "held-out perplexity within ±10% of the reference's"
+    ]
+
+
 def test_the_evaluation_request_is_answered_under_its_own_nonce(honest, monkeypatch):
     """`heldout.evaluation_request`'s code, run where the trained model is registered, answers
     every call's rows under the request's fresh nonce, and only that nonce's rows are measured."""
