@@ -133,8 +133,24 @@ def test_weights_pasted_from_a_longer_run_at_home_earn_no_metric_tier(honest):
     outcome = heldout.pay(SPEC, honest["reference"], got, True)
     assert outcome.points == RUNS
     assert [text for text, ok, _ in outcome.lines if not ok] == [
-        "held-out perplexity within ±10% of the reference's"
+        "no better than the reference's held-out perplexity beyond ±10% (what the cell's budget "
+        "trains)"
     ]
+
+
+def test_the_metric_tiers_are_paid_independently(honest):
+    """A model that beats the bar but falls short of the reference's tolerance earns the bar; one
+    within the tolerance but short of the bar earns "within" (the bar is no longer decided only
+    after "within", which near a ceiling made it a tier that never separated anyone)."""
+    got = heldout.measure_rows(SPEC, honest["curve"], honest["rows"])
+    reference = {**honest["reference"], "bar": honest["reference"]["perplexity"] * 1.3}
+    got["perplexity"] = honest["reference"]["perplexity"] * 1.2  # outside ±10 %, under the bar
+    outcome = heldout.pay(SPEC, reference, got, True)
+    assert outcome.points == RUNS + TIERS["points"]["bar"], outcome.lines
+    reference["bar"] = honest["reference"]["perplexity"] * 0.98  # within ±10 %, over the bar
+    got["perplexity"] = honest["reference"]["perplexity"] * 1.02
+    outcome = heldout.pay(SPEC, reference, got, True)
+    assert outcome.points == RUNS + TIERS["points"]["within"], outcome.lines
 
 
 def test_the_evaluation_request_is_answered_under_its_own_nonce(honest, monkeypatch):
@@ -419,6 +435,19 @@ def test_a_model_that_agrees_earns_every_tier_on_sentences_drawn_for_the_grader(
 def test_a_model_blind_to_number_earns_only_the_runs_tier(agreement_reference):
     outcome = _agreement_points(agreement_reference, agreement_model(0.5))
     assert outcome.points == 0.5 and outcome.metric == 0.0, outcome.lines
+
+
+def test_an_accuracy_over_the_bar_but_short_of_the_reference_earns_the_bar(agreement_reference):
+    """Near the ceiling (the reference at 1.0, within ±0.05) the bar is the tier that separates: a
+    model right on 0.92 of the drawn sentences earns it without the "within" tier."""
+    curve, rows = _agreement_answers(agreement_model(0.95))
+    got = heldout.measure_rows(AGREE_SPEC, curve, rows)
+    got["accuracy"] = got["last_accuracy"] = 0.92
+    outcome = heldout.pay(AGREE_SPEC, agreement_reference, got, True)
+    assert outcome.points == 0.5 + 2.0, outcome.lines
+    assert [text for text, ok, _ in outcome.lines if not ok] == [
+        "agreement accuracy at the verb within ±0.05 of the reference's"
+    ]
 
 
 def test_answers_better_on_held_out_sentences_than_on_the_training_batch_are_held(

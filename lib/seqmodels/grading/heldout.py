@@ -140,6 +140,13 @@ class Metric:
             return abs(math.log(value / expected)) <= math.log1p(tolerance)
         return abs(value - expected) <= tolerance
 
+    def beyond(self, value: float, expected: float, tolerance: float) -> bool:
+        """Whether `value` is *better* than the reference's `expected` by more than `tolerance`
+        (the side of `within` that a model trained within the budget does not reach)."""
+        if self.within(value, expected, tolerance):
+            return False
+        return value > expected if self.higher_is_better else value < expected
+
     def stated(self, tolerance: float) -> str:
         return f"±{tolerance:.0%}" if self.relative else f"±{tolerance:g}"
 
@@ -434,11 +441,23 @@ def pay(spec: dict, reference: dict, got: dict | str, required_passed: bool) -> 
                 gap <= tiers["generalisation"],
             )
         )
+    expected = reference[metric.key]
+    # weights trained elsewhere, pasted in with a crafted curve, pass every other gate: a model
+    # better than the reference's by more than the tolerance is not what the cell's budget trains
+    gates.append(
+        (
+            f"no better than the reference's {metric.name} beyond "
+            f"{metric.stated(tiers['within'])} (what the cell's budget trains)",
+            not metric.beyond(value, expected, tiers["within"]),
+        )
+    )
     for text, ok in gates:
         out.lines.append((text, ok, "" if ok else "held: the metric tiers are not paid"))
     if not all(ok for _, ok in gates):
         return out
-    expected = reference[metric.key]
+    # the two metric tiers are paid independently: near a ceiling (an accuracy of 1.0 within
+    # ±0.05), "within" implies the bar, and a model above the bar but short of the reference's
+    # tolerance still earns the bar
     within = metric.within(value, expected, tiers["within"])
     out.lines.append(
         (
@@ -447,9 +466,8 @@ def pay(spec: dict, reference: dict, got: dict | str, required_passed: bool) -> 
             f"{metric.show(value)} against the reference's {metric.show(expected)}",
         )
     )
-    if not within:
-        return out
-    out.points += points["within"]
+    if within:
+        out.points += points["within"]
     bar = reference["bar"]
     beats = metric.beats(value, bar)
     out.lines.append(
