@@ -29,6 +29,16 @@ def test_the_view_is_drawn_at_the_default_settings(explorer):
     assert explorer.seconds >= 0
 
 
+def test_the_median_of_repeated_redraws_keeps_the_settings(explorer, monkeypatch):
+    explorer.set(slope=2.0)
+    ticks = iter([0.0, 0.3, 1.0, 1.1, 2.0, 2.9])  # redraws of 0.3, 0.1 and 0.9 s
+    monkeypatch.setattr("seqmodels.widgets.explorer.time.perf_counter", lambda: next(ticks))
+    assert explorer.median_seconds(repeats=3) == pytest.approx(0.3)
+    assert explorer.redraws == 5 and explorer.result["last"] == 4.0
+    with pytest.raises(ValueError, match="at least one redraw"):
+        explorer.median_seconds(repeats=0)
+
+
 def test_moving_a_control_redraws_with_its_value(explorer):
     first = explorer.figure
     explorer.controls["slope"].value = 2.5

@@ -25,6 +25,7 @@ Nothing above imports Sphinx, so the rules are unit-testable; `setup` wires them
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,6 +226,9 @@ def check_chapter(path: Path, execute: bool = False) -> tuple[list[str], list[st
         )
         executed = Path("_build") / "claims-check" / f"{path.stem}.ipynb"
         executed.parent.mkdir(parents=True, exist_ok=True)
+        from seqmodels.glue import BUILD_FLAG
+
+        os.environ[BUILD_FLAG] = "1"  # the kernel enforces the claims, as in the build
         try:
             client.execute()
         finally:  # what ran, for reading the numbers (a failed claim's too)

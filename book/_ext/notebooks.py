@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import re
 from importlib.resources import files
 from pathlib import Path
@@ -37,6 +38,8 @@ from myst_markdown import Resolved, to_markdown
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
 from sphinx.util import logging
+
+from seqmodels.glue import BUILD_FLAG
 
 logger = logging.getLogger(__name__)
 
@@ -293,6 +296,9 @@ def _drop_duplicate_scripts(app: Sphinx, pagename, templatename, context, doctre
 
 
 def setup(app: Sphinx) -> dict:
+    # claims are enforced in the book's build and only there (`seqmodels.glue.in_book_build`): every
+    # chapter kernel this build starts inherits the flag; a student's Jupyter does not have it
+    os.environ[BUILD_FLAG] = "1"
     app.setup_extension("problem_sets")
     app.setup_extension("site_assets")
     app.setup_extension("claims")
