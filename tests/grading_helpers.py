@@ -401,6 +401,42 @@ def graded_implementations() -> set[str]:
     return set(re.findall(r'"(seqmodels\.\w+)"', config.split("GRADED_IMPLEMENTATIONS = [")[1]))
 
 
+def assert_paste_runs_whole(
+    graded: dict, ps: str, maxima: dict[str, float], nothing=(), review: str = ""
+) -> dict[str, tuple[float, float]]:
+    """The paste (tests/paste_submissions.py: the library's source, pasted, and thin adapters) ran
+    as a student's notebook: no answer cell raised (the pasted source compiles and imports no hidden
+    module), every autograded task has its points line with its `maxima` (and all of them, the
+    training task's included, add up to parts A and B's points), the tasks in `nothing`
+    earned 0, and the CSV's review column names `review` (a training step calling what its task
+    forbids, as the library's does, is held). Returns the paste's points."""
+    from paste_submissions import AB_POINTS, answer_cell_errors, feedback_points
+
+    path = graded["course"] / "grading" / "autograded" / "paste" / ps / f"{ps}.ipynb"
+    assert answer_cell_errors(nbformat.read(path, as_version=4), ps) == {}
+    points = feedback_points(feedback(graded["course"], "paste", ps))
+    assert {t: points.get(t, (0, None))[1] for t in maxima} == maxima, points
+    assert sum(m for _, m in points.values()) == AB_POINTS[ps], points  # the training task too
+    assert {t: points[t][0] for t in nothing} == dict.fromkeys(nothing, 0.0), points
+    assert graded["rows"]["paste"]["review"] == review
+    return points
+
+
+def assert_paste_within_share(graded: dict, ps: str) -> None:
+    """Issue 28: the paste earns at most `SHARE` (20 %) of parts A and B, counting the training
+    task's B2 tier ("runs end to end", 0.5), which the smoke profile does not run
+    (`paste_bound`); the message names what it earned (`MEASURED`: the last measurement)."""
+    from paste_submissions import AB_POINTS, MEASURED, SHARE, feedback_points, paste_bound
+
+    points = feedback_points(feedback(graded["course"], "paste", ps))
+    earned = paste_bound(points, ps)
+    assert earned <= SHARE * AB_POINTS[ps], (
+        f"the paste earns {earned:.2f} of {AB_POINTS[ps]} ({earned / AB_POINTS[ps]:.0%}): "
+        + ", ".join(f"{t} {p:g} of {m:g}" for t, (p, m) in points.items() if p)
+        + f" (last measured: {MEASURED.get(ps, 'not recorded')})"
+    )
+
+
 class RoundTrip:
     """The grading round trip of one problem set, as a test class to subclass (``TestRoundTrip``).
 
@@ -427,6 +463,11 @@ class RoundTrip:
     #: the grading profile of the round trip (None: the grader's default, "full"); a set with a
     #: training task uses "smoke", where its training cells are not run and earn nothing
     PROFILE: str | None = None
+    #: grade the set's paste submission (tests/paste_submissions.py) in the same run: the tasks
+    #: it must earn nothing for, and the test cell its held review names ("" for none)
+    PASTE: bool = False
+    PASTE_NOTHING: tuple[str, ...] = ()
+    PASTE_REVIEW: str = ""
 
     def pytest_generate_tests(self, metafunc):
         imports = [n for n in sorted(self.RULE_BREAKERS) if n.startswith("imports-seqmodels-")]
@@ -445,8 +486,20 @@ class RoundTrip:
     def graded(cls, tmp_path_factory):
         course = tmp_path_factory.mktemp("course")
         env = {"SEQMODELS_GRADING_PROFILE": cls.PROFILE} if cls.PROFILE else None
+        whole = None
+        if cls.PASTE:
+            from paste_submissions import paste_answers
+
+            whole = {"paste": paste_answers(cls.PS)}
         return grade_submissions(
-            course, cls.PS, cls.TESTS, cls.WRONG, cls.RULE_BREAKERS, cls.HONEST, env=env
+            course,
+            cls.PS,
+            cls.TESTS,
+            cls.WRONG,
+            cls.RULE_BREAKERS,
+            cls.HONEST,
+            env=env,
+            whole=whole,
         )
 
     @classmethod
@@ -486,6 +539,18 @@ class RoundTrip:
         assert all(row["sandbox"] == "bubblewrap" for row in graded["rows"].values())
         # two workers: each submission took well under a minute, even on a loaded 2-core machine
         assert graded["seconds"] * 2 / len(graded["students"]) < 60, graded["seconds"]
+
+    def test_the_paste_submission_runs_whole(self, graded):
+        if not self.PASTE:
+            pytest.skip(f"{self.PS} has no paste submission")
+        assert_paste_runs_whole(
+            graded, self.PS, self.maxima(), self.PASTE_NOTHING, self.PASTE_REVIEW
+        )
+
+    def test_a_paste_of_the_library_earns_at_most_a_fifth_of_parts_a_and_b(self, graded):
+        if not self.PASTE:
+            pytest.skip(f"{self.PS} has no paste submission")
+        assert_paste_within_share(graded, self.PS)
 
     def test_the_release_is_in_sync_and_holds_no_solutions_hidden_tests_or_references(self, graded):
         assert_release_in_sync(graded["course"], self.PS)
@@ -560,3 +625,55 @@ def graded_in_process(
             verdicts[task, case] = judge(case, captured.get((task, case)), refs[task][case])
         scores[task] = (sum(verdicts[task, c].passed for c in entry["cases"]), len(entry["cases"]))
     return scores, verdicts
+
+
+def training_then_experiment(ps: str, namespace: dict) -> tuple[float, str, str]:
+    """Run `ps`'s training test cell, then its part-D experiment, here on one thread (a grading
+    sandbox has one core), in a copy of `namespace` (the solution's setup and answers), with a
+    `Training` that keeps nothing. Returns the experiment's CPU seconds, what both printed, and
+    part D's model answer (the mark scheme of ``d_question`` up to its rubric), whose numbers
+    a test can look for in the print-out."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from seqmodels.grading import references, training
+
+    class Quiet(training.Training):
+        def __init__(self, task, data, **kwargs):
+            self.task, self.data = task, data
+
+        def curve(self, losses):
+            pass
+
+        def model(self, log_probs, device="cpu", **kwargs):
+            pass
+
+        def done(self):
+            pass
+
+    source = ROOT / "solutions" / ps / f"{ps}.ipynb"
+    notebook = nbformat.read(source, as_version=4)
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in notebook.cells}
+    _, manifest = references.load(source.parent / "references", ps)
+    cell = next(t["cell"] for t in manifest["tasks"].values() if "training" in t)
+    train = re.sub(r"^from seqmodels\.grading\.training import .*$", "", cells[cell], flags=re.M)
+    namespace = {**namespace, "Training": Quiet, **training.DATA}
+    experiment = solution_answers(notebook, experiments=True)["d_experiment"]
+    assert experiment.startswith("%matplotlib inline\n")  # a grading sandbox's backend is Agg
+    experiment = experiment.removeprefix("%matplotlib inline\n")  # not Python
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(train, cell, "exec"), namespace)  # noqa: S102
+            started = time.process_time()
+            exec(compile(experiment, "d_experiment", "exec"), namespace)  # noqa: S102
+            seconds = time.process_time() - started
+    finally:
+        torch.set_num_threads(threads)
+        plt.close("all")
+    model_answer = cells["d_question"].split("=== BEGIN MARK SCHEME ===")[1].split("**Rubric")[0]
+    return seconds, out.getvalue(), model_answer

@@ -17,7 +17,6 @@ import contextlib
 import io
 import math
 import re
-import time
 from pathlib import Path
 
 import nbformat
@@ -332,50 +331,7 @@ def test_a_wrong_rnn_lm_also_costs_the_trajectory_and_nothing_else(answers, name
 def test_training_and_part_d_run_within_their_time_and_the_model_answer_quotes_the_numbers(ns):
     """The training cell and part D's experiment on one thread (a grading sandbox has one core):
     part D under 30 s, and every number part D's model answer states is one the cell prints."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from seqmodels.grading import training
-
-    class Quiet(training.Training):
-        def __init__(self, task, data, **kwargs):
-            self.task, self.data = task, data
-
-        def curve(self, losses):
-            pass
-
-        def model(self, log_probs, device="cpu"):
-            pass
-
-        def done(self):
-            pass
-
-    namespace = dict(ns)
-    source = re.sub(
-        r"^from seqmodels\.grading\.training import .*$", "", _cell("test_rnn_training"), flags=re.M
-    )
-    namespace.update(Training=Quiet, KJVStream=training.KJVStream)
-    experiment = solution_answers(nbformat.read(SOURCE, as_version=4), experiments=True)[
-        "d_experiment"
-    ]
-    assert experiment.startswith("%matplotlib inline\n")  # a grading sandbox's backend is Agg
-    experiment = experiment.removeprefix("%matplotlib inline\n")  # not Python
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out):
-            exec(compile(source, "test_rnn_training", "exec"), namespace)  # noqa: S102
-            started = time.process_time()
-            exec(compile(experiment, "d_experiment", "exec"), namespace)  # noqa: S102
-            seconds = time.process_time() - started
-    finally:
-        torch.set_num_threads(threads)
-        plt.close("all")
+    seconds, printed, model_answer = helpers.training_then_experiment(PS, ns)
     assert seconds < 30
-    printed = out.getvalue()
-    model_answer = _cell("d_question").split("=== BEGIN MARK SCHEME ===")[1].split("**Rubric")[0]
     for number in re.findall(r"\d+\.\d\d\b", model_answer):
         assert number in printed, number
