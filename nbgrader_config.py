@@ -59,6 +59,7 @@ c.CourseDirectory.ignore = [
     "references",
     "README.md",
     "training_seeds.json",
+    "bar_seeds.json",
 ]
 # Submissions from an LMS: its download (zip or tar.gz archives, or the notebooks themselves) goes in
 # grading/downloaded/<ps>/archive/; `nbgrader zip_collect <ps>` copies each <student>/<ps>.ipynb or
