@@ -4,6 +4,7 @@ import os
 import re
 import sys
 import warnings
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -197,6 +198,8 @@ TINY = """\
 ```{{code-cell}} ipython3
 from seqmodels.glue import claim, glue
 glue("n_points", 7, display=False)
+glue("tiny_gap", 1.1e-13, display=False)
+glue("tiny_ppl", float("inf"), display=False)
 import matplotlib.pyplot as plt
 fig, ax = plt.subplots()
 ax.plot([1, 2])
@@ -223,10 +226,13 @@ claim("tiny-few", {holds}, "There are few points.")
 def test_claims_in_a_build(tmp_path):
     good = tmp_path / "good"
     good.mkdir()
-    result = build_tiny_book(good, {"ch99_tiny": HEADER + TINY.format(extra="", holds="7 < 10")})
+    extra = "They differ by {glue:text}`tiny_gap:.1e`; unsmoothed, {glue:text}`tiny_ppl:,.1f`."
+    result = build_tiny_book(good, {"ch99_tiny": HEADER + TINY.format(extra=extra, holds="7 < 10")})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     html = (good / "_build" / "html" / "book" / "ch99_tiny.html").read_text()
     assert 'alt="A line through 7 points."' in html and "since 2013." in html
+    # glued numbers are written for people: no e-notation, no raw inf
+    assert "They differ by 1.1 × 10⁻¹³; unsmoothed, ∞." in re.sub(r"<[^>]+>", "", html)
     assert "`tiny-few`: There are few points." in (good / "_build" / "claims.md").read_text()
 
     bad = tmp_path / "bad"
@@ -251,6 +257,49 @@ def test_the_built_book_recorded_every_chapters_claims():
         match = re.search(rf"^## {chapter.stem} \((\d+)\)$", text, re.M)
         assert match, f"{chapter.stem} is missing from {report}"
         assert int(match[1]) >= cells, f"{chapter.stem}: {cells} claim cells, {match[1]} claims"
+
+
+class _ReadersText(HTMLParser):
+    """The text a reader meets on a built page: prose, tables, captions and alt text, without code
+    (``pre``, ``code``: the cells' source and printed output), math, scripts and styles."""
+
+    SKIP = {"pre", "code", "script", "style", "math"}
+
+    def __init__(self):
+        super().__init__()
+        self.depth, self.parts = 0, []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.SKIP:
+            self.depth += 1
+        elif tag == "img":
+            self.parts.append(dict(attrs).get("alt") or "")
+
+    def handle_endtag(self, tag):
+        if tag in self.SKIP and self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data):
+        if not self.depth:
+            self.parts.append(re.sub(r"\\\(.*?\\\)|\\\[.*?\\\]", " ", data, flags=re.S))
+
+
+PYTHON_NUMBERS = re.compile(r"(?<![\w.])(?:\d+(?:\.\d+)?e[+-]?\d+|inf|nan)(?![\w.])")
+
+
+@pytest.mark.built
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_the_built_page_writes_numbers_for_people(chapter):
+    """Issue 30: a reader sees "1.1 × 10⁻¹³" and "∞", never Python's "1.1e-13" or a raw "inf", in
+    prose, tables, captions or alt text (code and its printed output are code)."""
+    page = ROOT / "_build" / "html" / "book" / f"{chapter.stem}.html"
+    if not page.is_file():
+        pytest.fail(f"{page} is missing: run `make book` first")
+    reader = _ReadersText()
+    reader.feed(page.read_text(encoding="utf-8"))
+    text = " ".join(" ".join(reader.parts).split())
+    found = [text[max(0, m.start() - 40) : m.end() + 20] for m in PYTHON_NUMBERS.finditer(text)]
+    assert not found, f"{chapter.stem}: " + " | ".join(found)
 
 
 def test_the_intro_states_the_reading_rate_the_build_uses():

@@ -297,11 +297,40 @@ def _check(app, env) -> None:
     report.write_text(claims_report(records), encoding="utf-8")
 
 
+def format_glue(text_plain: str, spec: str) -> str:
+    """A glued value as the page shows it: myst-nb's formatting with `spec`, then written for people
+    (`seqmodels.tables.for_people`: no e-notation, no raw ``inf``)."""
+    from myst_nb.core.variables import format_plain_text
+
+    from seqmodels.tables import for_people
+
+    return for_people(format_plain_text(text_plain, spec))
+
+
+def _glue_text_role():
+    """myst-nb's ``{glue:text}`` role, its text written for people (as `format_glue` writes it)."""
+    from docutils import nodes
+    from myst_nb.ext.glue.roles import PasteTextRole
+
+    from seqmodels.tables import for_people
+
+    class GlueTextForPeople(PasteTextRole):
+        def run(self):
+            found, messages = super().run()
+            for i, node in enumerate(found):
+                if isinstance(node, nodes.inline) and "pasted-text" in node["classes"]:
+                    text = for_people(node.astext())
+                    found[i] = nodes.inline(text, text, classes=node["classes"])
+                    found[i].source, found[i].line = node.source, node.line
+            return found, messages
+
+    return GlueTextForPeople()
+
+
 def _alt_text(app, doctree, docname) -> None:
     """Glued values in alt text: ``:alt:`` is a plain string, so its roles are resolved here."""
     from docutils import nodes
     from myst_markdown import Resolved, _inline
-    from myst_nb.core.variables import format_plain_text
     from sphinx.util import logging
 
     images = [n for n in doctree.findall(nodes.image) if "{glue" in n.get("alt", "")]
@@ -309,7 +338,7 @@ def _alt_text(app, doctree, docname) -> None:
         return
     glue_file = Path(app.outdir).parent / "jupyter_execute" / f"{docname}.glue.json"
     glue = json.loads(glue_file.read_text(encoding="utf-8")) if glue_file.is_file() else {}
-    res = Resolved(format_glue=format_plain_text)
+    res = Resolved(format_glue=format_glue)
     res.glue = {k: v.get("data", {}).get("text/plain", "") for k, v in glue.items()}
     for image in images:
         image["alt"] = _inline(image["alt"], res)
@@ -323,6 +352,7 @@ def setup(app) -> dict:
     app.add_role("const", _const_role)
     app.add_role_to_domain("py", "const", _const_role, override=True)
     app.add_role("reading-time", _reading_time_role)
+    app.add_role_to_domain("glue", "text", _glue_text_role(), override=True)
     app.connect("env-check-consistency", _check)
     app.connect("doctree-resolved", _alt_text)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

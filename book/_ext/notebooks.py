@@ -31,7 +31,7 @@ from pathlib import Path
 import jupytext
 import latexcodec  # noqa: F401 - registers the "ulatex" codec that _plain_latex decodes with
 import nbformat
-from claims import reading_minutes
+from claims import format_glue, reading_minutes
 from docutils import nodes
 from docutils.nodes import make_id
 from myst_markdown import Resolved, to_markdown
@@ -141,12 +141,10 @@ def _bibliography(app: Sphinx) -> tuple[dict[str, tuple[str, str, str]], dict[st
 
 
 def _resolved(app: Sphinx, env: BuildEnvironment, docname: str, source: str) -> Resolved:
-    from myst_nb.core.variables import format_plain_text
-
     res = Resolved(
         eqref_format=app.config.math_eqref_format or "({number})",
         numfig_format=dict(app.config.numfig_format or {}),
-        format_glue=format_plain_text,
+        format_glue=format_glue,
         substitutions={k: str(v) for k, v in (app.config.myst_substitutions or {}).items()},
     )
     glue_file = Path(app.outdir).parent / "jupyter_execute" / f"{docname}.glue.json"

@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from IPython.display import Markdown
 
+from .glue import in_book_build
+
+# a number in Python's e-notation, standing alone ("1.1e-13", "4e-07", "-2.5E+04")
+_E_NUMBER = re.compile(r"(?<![\w.])([+-]?)(\d+(?:\.\d+)?)[eE]([+-]?\d+)(?![\w.])")
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+_WHOLE = {"inf": "∞", "+inf": "∞", "-inf": "−∞", "nan": "—", "-nan": "—"}
+
+
+def _power_of_ten(match: re.Match) -> str:
+    sign, mantissa, exponent = match.group(1), match.group(2), int(match.group(3))
+    if float(mantissa) == 0:
+        return "0"
+    minus = "−" if sign == "-" else ""
+    if exponent == 0:
+        return minus + mantissa
+    return f"{minus}{mantissa} × 10{str(exponent).translate(_SUPERSCRIPT)}"
+
+
+def for_people(text: str) -> str:
+    """`text` with Python's number formats written for people: e-notation as a power of ten
+    ("1.1e-13" → "1.1 × 10⁻¹³", "0.0e+00" → "0"), and a text that is only ``inf`` or ``nan`` as
+    "∞" or "—". The book applies it to every glued number and table cell."""
+    whole = _WHOLE.get(text.strip().lower())
+    if whole is not None:
+        return whole
+    return _E_NUMBER.sub(_power_of_ten, text)
+
 
 def _cell(value: object) -> str:
-    text = str(value).replace("|", r"\|")
+    text = for_people(str(value)).replace("|", r"\|")
     return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
@@ -21,8 +49,9 @@ def markdown_table(
     """A Markdown table from a header and rows of cells; cells are shown as ``str(cell)``, escaped.
 
     With a `caption`, the table is wrapped in a MyST ``{table}`` directive, so the book numbers it
-    ("Table 1.2") and `name` is its label for ``{numref}``. Where myst-nb is not installed (a
-    downloaded chapter in plain Jupyter), the caption is a bold line above the table instead.
+    ("Table 1.2") and `name` is its label for ``{numref}``. Outside the book's build (a downloaded
+    chapter in Jupyter, `seqmodels.glue.in_book_build`), the caption is a bold line above the table
+    instead. Cells are written for people (`for_people`).
     """
     rows = [list(row) for row in rows]
     for i, row in enumerate(rows):
@@ -38,9 +67,8 @@ def markdown_table(
         return Markdown("\n".join(lines))
     if "\n" in caption:
         raise ValueError("expected a one-line caption")
-    try:
-        import myst_nb  # noqa: F401  (the book's build: a numbered, labelled table)
-    except ImportError:
+    caption = for_people(caption)
+    if not in_book_build():  # a downloaded chapter: no MyST directive for Jupyter to show raw
         return Markdown("\n".join([f"**{caption}**", "", *lines]))
     directive = [f":::{{table}} {caption}"] + ([f":name: {name}"] if name else []) + [""]
     return Markdown("\n".join([*directive, *lines, ":::"]))
