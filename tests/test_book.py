@@ -4,6 +4,7 @@ These tests build a two-page copy of the book (the real _config.yml and extensio
 a temporary folder, so they check the configuration without re-executing the real chapters.
 """
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -37,12 +38,20 @@ def build(
 
 @pytest.mark.book
 def test_a_working_chapter_builds_and_is_offered_as_a_notebook(tmp_path):
-    result = build(tmp_path)
+    # as every chapter's opening box does
+    offer = "{download}`Download this chapter as a notebook <_generated/ch99_tiny.ipynb>`"
+    result = build(tmp_path, extra_text=offer)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     html = (tmp_path / "_build" / "html" / "book" / "ch99_tiny.html").read_text()
     assert "1.0" in html  # the executed output
     notebook = tmp_path / "book" / "_generated" / "ch99_tiny.ipynb"
     assert notebook.is_file() and '"cell_type": "code"' in notebook.read_text()
+    # the header's download menu offers that notebook first, and not the raw MyST source
+    menu = html[html.index('aria-label="Download this page"') :].split("</ul>")[0]
+    links = re.findall(r'href="([^"]+)"', menu)
+    assert links and links[0].startswith("../_downloads/") and links[0].endswith("/ch99_tiny.ipynb")
+    assert (tmp_path / "_build" / "html" / links[0].removeprefix("../")).is_file()
+    assert "_sources/" not in menu and "window.print()" in menu
     assert (
         tmp_path / "_build" / "html" / "_static" / "mathjax" / "es5" / "tex-mml-chtml.js"
     ).is_file()
