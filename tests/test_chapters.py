@@ -37,3 +37,20 @@ def test_chapter_offers_its_notebook_and_states_its_runtime(path):
     text = path.read_text()
     assert f"<_generated/{path.stem}.ipynb>" in text
     assert re.search(r"executed in\s+\*\*\{glue:text\}`ch\d+_runtime", text)
+
+
+LABELS = [
+    re.search(r"^\((ch-[a-z-]+)\)=$", p.read_text(encoding="utf-8"), re.M)[1] for p in CHAPTERS
+]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_a_chapter_names_other_chapters_as_chapters(path):
+    """A bare ``{ref}`ch-rnn``` shows the chapter's title, which reads as a noun ("Recurrent neural
+    networks showed …"): a chapter is named "Chapter 3", with its own number."""
+    text = path.read_text(encoding="utf-8")
+    for title, label in re.findall(r"\{ref\}`(?:([^`<]*?)\s*<)?(ch-[a-z-]+)>?`", text):
+        assert title, (
+            f"{path.name}: {{ref}}`{label}` shows a title; write {{ref}}`Chapter N <{label}>`"
+        )
+        assert title == f"Chapter {LABELS.index(label) + 1}", f"{path.name}: {title} <{label}>"
