@@ -228,6 +228,23 @@ def test_long_equations_scroll_visibly_at_phone_width(browser, server):
     page.close()
 
 
+@pytest.mark.parametrize("path", [p for p in PAGES if "/ch" in p])
+def test_every_display_equation_fits_the_column_at_1400px(browser, server, path):
+    """Issue 30: a reader at 1,400 px never scrolls an equation (long ones break over aligned
+    lines); at 400 px they may scroll inside their own box (the test above)."""
+    page, _, _ = open_page(browser, f"{server}/{path}", viewport={"width": 1400, "height": 900})
+    wide = page.evaluate(
+        """() => Array.from(document.querySelectorAll("div.math")).map(d => {
+             const m = d.querySelector("mjx-container");
+             return {id: d.id, over: m.scrollWidth - m.clientWidth};
+           }).filter(e => e.over > 1)"""
+    )
+    page.close()
+    assert wide == [], f"{path}: wider than the column by " + ", ".join(
+        f"{e['id'] or '(unlabelled)'} {e['over']} px" for e in wide
+    )
+
+
 @pytest.mark.parametrize("origin", ["http", "file"])
 def test_search_shows_snippets_without_latex(browser, server, origin):
     root = server if origin == "http" else SITE.as_uri()
