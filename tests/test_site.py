@@ -245,6 +245,45 @@ def test_every_display_equation_fits_the_column_at_1400px(browser, server, path)
     )
 
 
+@pytest.mark.parametrize(
+    "viewport", [{"width": 1400, "height": 900}, PHONE], ids=["1400px", "400px"]
+)
+@pytest.mark.parametrize("path", [p for p in PAGES if "/ch" in p])
+def test_tables_fit_or_scroll_with_a_cue_and_a_whole_caption(browser, server, path, viewport):
+    """Issue 30: no table overflows at 1,400 px; at 400 px a wide table scrolls inside its own box,
+    with a visible cue, under a caption that is whole (outside the scrolled box)."""
+    page, _, _ = open_page(browser, f"{server}/{path}", viewport=viewport)
+    tables = page.evaluate(
+        """() => Array.from(document.querySelectorAll("article table")).map(t => {
+             const box = t.closest("div.pst-scrollable-table-container");
+             const figure = t.closest("div.course-table");
+             const caption = figure && figure.querySelector(":scope > div.course-table-caption");
+             const column = t.closest("article").getBoundingClientRect();
+             const s = box ? getComputedStyle(box) : null;
+             return {id: t.id, captioned: t.id.startsWith("tbl-"),
+                     over: box ? box.scrollWidth - box.clientWidth : 0,
+                     overflowX: s && s.overflowX, shadow: s && s.backgroundImage,
+                     caption: caption && {left: caption.getBoundingClientRect().left,
+                                          right: caption.getBoundingClientRect().right},
+                     inner: t.querySelector("caption") !== null,
+                     column: {left: column.left, right: column.right}};
+           })"""
+    )
+    page.close()
+    assert tables, f"{path} has no table"
+    for t in tables:
+        name = f"{path} {t['id'] or '(table)'}"
+        if viewport["width"] >= 1400:
+            assert t["over"] <= 1, f"{name} overflows its column by {t['over']} px at 1,400 px"
+        if t["captioned"]:
+            assert t["caption"] and not t["inner"], f"{name}: the caption is not above the box"
+            assert t["column"]["left"] - 1 <= t["caption"]["left"], name
+            assert t["caption"]["right"] <= t["column"]["right"] + 1, f"{name}: caption cut"
+        if t["over"] > 1:
+            assert t["overflowX"] in {"auto", "scroll"}, name
+            assert "gradient" in (t["shadow"] or ""), f"{name} scrolls with no cue"
+
+
 @pytest.mark.parametrize("origin", ["http", "file"])
 def test_search_shows_snippets_without_latex(browser, server, origin):
     root = server if origin == "http" else SITE.as_uri()

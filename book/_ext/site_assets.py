@@ -1,7 +1,8 @@
 """The site on a phone and in search.
 
 - ``static/course.css``: long display equations scroll sideways with a visible scrollbar and a
-  shadow where more is hidden, instead of being cut off at the edge of a phone's screen.
+  shadow where more is hidden, instead of being cut off at the edge of a phone's screen; so do
+  wide tables, whose captions `captions_outside_tables` moves above the scrolled box, whole.
 - Search: Sphinx's search page fetches each matching page to cut a snippet from it, which fails
   from disk (``file://``: "Failed to fetch") and shows raw LaTeX over HTTP. After the build, the
   text of every page — math turned into plain symbols — is written to ``_static/search-text.js``;
@@ -149,10 +150,42 @@ def _add_static(app: Sphinx, config) -> None:
     config.html_static_path = [*config.html_static_path, str(STATIC)]
 
 
+def captions_outside_tables(body: str) -> str:
+    """Each numbered table's caption moved out of the table, above the box the theme lets a wide
+    table scroll in (``pst-scrollable-table-container``), so a phone shows the whole caption while
+    the table scrolls; the table keeps its caption as its accessible name (``aria-labelledby``)."""
+    if "<caption" not in body:
+        return body
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(body, "html.parser")
+    for box in soup.select("div.pst-scrollable-table-container"):
+        table = box.find("table", recursive=False)
+        caption = table.find("caption", recursive=False) if table else None
+        if caption is None:
+            continue
+        label = f"{table.get('id') or 'table'}-caption"
+        figure = soup.new_tag("div", attrs={"class": "course-table"})
+        moved = soup.new_tag("div", attrs={"class": "course-table-caption", "id": label})
+        for child in list(caption.contents):
+            moved.append(child.extract())
+        caption.decompose()
+        table["aria-labelledby"] = label
+        box.wrap(figure)
+        box.insert_before(moved)
+    return str(soup)
+
+
+def _tables(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    if "body" in context:
+        context["body"] = captions_outside_tables(context["body"])
+
+
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", _add_static)
     app.add_css_file("course.css")
     app.connect("html-page-context", _search_page_scripts)
+    app.connect("html-page-context", _tables)
     app.connect("build-finished", _write_search_text)
     _index_without_math()
     return {"parallel_read_safe": True, "parallel_write_safe": True}
