@@ -284,6 +284,29 @@ def test_tables_fit_or_scroll_with_a_cue_and_a_whole_caption(browser, server, pa
             assert "gradient" in (t["shadow"] or ""), f"{name} scrolls with no cue"
 
 
+@pytest.mark.parametrize("path", [p for p in PAGES if "/ch" in p])
+def test_a_chapters_first_phone_screen_shows_its_title_summary_and_opening_box(
+    browser, server, path
+):
+    """Issue 30: on a 400 × 850 phone the first screen holds the chapter's title, its two-line
+    summary and the top of the opening box (goals, prerequisites, time)."""
+    page, _, _ = open_page(browser, f"{server}/{path}", viewport=PHONE)
+    found = page.evaluate(
+        """() => {
+             const article = document.querySelector("article");
+             const title = article.querySelector("h1");
+             const summary = title.closest("section").querySelector(":scope > p");
+             const box = article.querySelector("div.admonition.tip");
+             const top = e => e ? e.getBoundingClientRect().top + window.scrollY : null;
+             return {title: top(title), summary: top(summary), box: top(box),
+                     between: summary && box && summary.nextElementSibling === box};
+           }"""
+    )
+    page.close()
+    assert found["between"], f"{path}: the opening box does not follow the summary"
+    assert found["title"] < found["summary"] < found["box"] < PHONE["height"] - 100, found
+
+
 @pytest.mark.parametrize("origin", ["http", "file"])
 def test_search_shows_snippets_without_latex(browser, server, origin):
     root = server if origin == "http" else SITE.as_uri()
