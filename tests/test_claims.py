@@ -161,7 +161,7 @@ def test_the_books_build_sets_the_flag_its_kernels_inherit(monkeypatch):
         def setup_extension(self, name):
             pass
 
-        def connect(self, event, handler):
+        def connect(self, event, handler, priority=500):
             pass
 
     setup(App())
