@@ -228,85 +228,6 @@ def test_long_equations_scroll_visibly_at_phone_width(browser, server):
     page.close()
 
 
-@pytest.mark.parametrize("path", [p for p in PAGES if "/ch" in p])
-def test_every_display_equation_fits_the_column_at_1400px(browser, server, path):
-    """Issue 30: a reader at 1,400 px never scrolls an equation (long ones break over aligned
-    lines); at 400 px they may scroll inside their own box (the test above)."""
-    page, _, _ = open_page(browser, f"{server}/{path}", viewport={"width": 1400, "height": 900})
-    wide = page.evaluate(
-        """() => Array.from(document.querySelectorAll("div.math")).map(d => {
-             const m = d.querySelector("mjx-container");
-             return {id: d.id, over: m.scrollWidth - m.clientWidth};
-           }).filter(e => e.over > 1)"""
-    )
-    page.close()
-    assert wide == [], f"{path}: wider than the column by " + ", ".join(
-        f"{e['id'] or '(unlabelled)'} {e['over']} px" for e in wide
-    )
-
-
-@pytest.mark.parametrize(
-    "viewport", [{"width": 1400, "height": 900}, PHONE], ids=["1400px", "400px"]
-)
-@pytest.mark.parametrize("path", [p for p in PAGES if "/ch" in p])
-def test_tables_fit_or_scroll_with_a_cue_and_a_whole_caption(browser, server, path, viewport):
-    """Issue 30: no table overflows at 1,400 px; at 400 px a wide table scrolls inside its own box,
-    with a visible cue, under a caption that is whole (outside the scrolled box)."""
-    page, _, _ = open_page(browser, f"{server}/{path}", viewport=viewport)
-    tables = page.evaluate(
-        """() => Array.from(document.querySelectorAll("article table")).map(t => {
-             const box = t.closest("div.pst-scrollable-table-container");
-             const figure = t.closest("div.course-table");
-             const caption = figure && figure.querySelector(":scope > div.course-table-caption");
-             const column = t.closest("article").getBoundingClientRect();
-             const s = box ? getComputedStyle(box) : null;
-             return {id: t.id, captioned: t.id.startsWith("tbl-"),
-                     over: box ? box.scrollWidth - box.clientWidth : 0,
-                     overflowX: s && s.overflowX, shadow: s && s.backgroundImage,
-                     caption: caption && {left: caption.getBoundingClientRect().left,
-                                          right: caption.getBoundingClientRect().right},
-                     inner: t.querySelector("caption") !== null,
-                     column: {left: column.left, right: column.right}};
-           })"""
-    )
-    page.close()
-    assert tables, f"{path} has no table"
-    for t in tables:
-        name = f"{path} {t['id'] or '(table)'}"
-        if viewport["width"] >= 1400:
-            assert t["over"] <= 1, f"{name} overflows its column by {t['over']} px at 1,400 px"
-        if t["captioned"]:
-            assert t["caption"] and not t["inner"], f"{name}: the caption is not above the box"
-            assert t["column"]["left"] - 1 <= t["caption"]["left"], name
-            assert t["caption"]["right"] <= t["column"]["right"] + 1, f"{name}: caption cut"
-        if t["over"] > 1:
-            assert t["overflowX"] in {"auto", "scroll"}, name
-            assert "gradient" in (t["shadow"] or ""), f"{name} scrolls with no cue"
-
-
-@pytest.mark.parametrize("path", [p for p in PAGES if "/ch" in p])
-def test_a_chapters_first_phone_screen_shows_its_title_summary_and_opening_box(
-    browser, server, path
-):
-    """Issue 30: on a 400 × 850 phone the first screen holds the chapter's title, its two-line
-    summary and the top of the opening box (goals, prerequisites, time)."""
-    page, _, _ = open_page(browser, f"{server}/{path}", viewport=PHONE)
-    found = page.evaluate(
-        """() => {
-             const article = document.querySelector("article");
-             const title = article.querySelector("h1");
-             const summary = title.closest("section").querySelector(":scope > p");
-             const box = article.querySelector("div.admonition.tip");
-             const top = e => e ? e.getBoundingClientRect().top + window.scrollY : null;
-             return {title: top(title), summary: top(summary), box: top(box),
-                     between: summary && box && summary.nextElementSibling === box};
-           }"""
-    )
-    page.close()
-    assert found["between"], f"{path}: the opening box does not follow the summary"
-    assert found["title"] < found["summary"] < found["box"] < PHONE["height"] - 100, found
-
-
 @pytest.mark.parametrize("origin", ["http", "file"])
 def test_search_shows_snippets_without_latex(browser, server, origin):
     root = server if origin == "http" else SITE.as_uri()
@@ -335,13 +256,78 @@ def test_search_shows_snippets_without_latex(browser, server, origin):
 WIDE = {"width": 1400, "height": 900}
 
 
+def assert_equations_fit_the_column(page, path: str) -> None:
+    """Issue 30: at 1,400 px no display equation is wider than the text column (long ones break
+    over aligned lines); at 400 px they may scroll inside their own box."""
+    wide = page.evaluate(
+        """() => Array.from(document.querySelectorAll("div.math")).map(d => {
+             const m = d.querySelector("mjx-container");
+             return {id: d.id, over: m.scrollWidth - m.clientWidth};
+           }).filter(e => e.over > 1)"""
+    )
+    assert wide == [], f"{path}: wider than the column by " + ", ".join(
+        f"{e['id'] or '(unlabelled)'} {e['over']} px" for e in wide
+    )
+
+
+def assert_tables_fit_or_scroll_with_a_cue(page, path: str, width: int) -> None:
+    """Issue 30: no table overflows at 1,400 px; at 400 px a wide table scrolls inside its own box,
+    with a visible cue, under a caption that is whole (outside the scrolled box)."""
+    tables = page.evaluate(
+        """() => Array.from(document.querySelectorAll("article table")).map(t => {
+             const box = t.closest("div.pst-scrollable-table-container");
+             const figure = t.closest("div.course-table");
+             const caption = figure && figure.querySelector(":scope > div.course-table-caption");
+             const column = t.closest("article").getBoundingClientRect();
+             const s = box ? getComputedStyle(box) : null;
+             const edges = e => ({left: e.getBoundingClientRect().left,
+                                  right: e.getBoundingClientRect().right});
+             return {id: t.id, captioned: t.id.startsWith("tbl-"),
+                     over: box ? box.scrollWidth - box.clientWidth : 0,
+                     overflowX: s && s.overflowX, shadow: s && s.backgroundImage,
+                     caption: caption && edges(caption), inner: t.querySelector("caption") !== null,
+                     column: {left: column.left, right: column.right}};
+           })"""
+    )
+    for t in tables:
+        name = f"{path} {t['id'] or '(table)'}"
+        if width >= 1400:
+            assert t["over"] <= 1, f"{name} overflows its column by {t['over']} px at 1,400 px"
+        if t["captioned"]:
+            assert t["caption"] and not t["inner"], f"{name}: the caption is not above the box"
+            assert t["column"]["left"] - 1 <= t["caption"]["left"], name
+            assert t["caption"]["right"] <= t["column"]["right"] + 1, f"{name}: caption cut"
+        if t["over"] > 1:
+            assert t["overflowX"] in {"auto", "scroll"}, name
+            assert "gradient" in (t["shadow"] or ""), f"{name} scrolls with no cue"
+
+
+def assert_first_screen_shows_title_summary_and_box(page, path: str, height: int) -> None:
+    """Issue 30: on a phone the first screen holds the chapter's title, its two-line summary and
+    the top of the opening box (goals, prerequisites, time)."""
+    found = page.evaluate(
+        """() => {
+             const article = document.querySelector("article");
+             const title = article.querySelector("h1");
+             const summary = title.closest("section").querySelector(":scope > p");
+             const box = article.querySelector("div.admonition.tip");
+             const top = e => e ? e.getBoundingClientRect().top + window.scrollY : null;
+             return {title: top(title), summary: top(summary), box: top(box),
+                     between: summary && box && summary.nextElementSibling === box};
+           }"""
+    )
+    assert found["between"], f"{path}: the opening box does not follow the summary"
+    assert found["title"] < found["summary"] < found["box"] < height - 100, found
+
+
 @pytest.mark.parametrize("viewport", [WIDE, PHONE], ids=["1400px", "400px"])
 @pytest.mark.parametrize("path", [p for p in PAGES if "/ch" in p])
 def test_chapter_fits_the_screen_and_shows_its_explorer(browser, server, path, viewport):
     """Each chapter at 1,400 and 400 px (full-page screenshots in _build/screenshots/): the page
     never scrolls sideways, no figure is wider than the text column, the opening box gives goals,
     prerequisites and reading and running times, and the explorer's static figure is there with
-    its alt text and the line saying the notebook makes it live."""
+    its alt text and the line saying the notebook makes it live; tables, equations and (on a
+    phone) the first screen as the assertions above say (one page load for all of them)."""
     page, errors, _ = open_page(browser, f"{server}/{path}", viewport=viewport)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     name = f"{Path(path).stem}-{viewport['width']}px.png"
@@ -368,4 +354,9 @@ def test_chapter_fits_the_screen_and_shows_its_explorer(browser, server, path, v
     assert "controls are live" in caption
     alt = explorer.first.locator("img").get_attribute("alt")
     assert alt and len(alt) > 40 and "{glue" not in alt
+    assert_tables_fit_or_scroll_with_a_cue(page, path, viewport["width"])
+    if viewport["width"] >= 1400:
+        assert_equations_fit_the_column(page, path)
+    else:
+        assert_first_screen_shows_title_summary_and_box(page, path, viewport["height"])
     page.close()
