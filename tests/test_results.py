@@ -62,16 +62,3 @@ def test_the_stored_kjv_transformer_is_the_one_its_run_recorded():
     assert math.exp(total / n) == pytest.approx(
         run["runs"]["long"]["stored_test_perplexity"], abs=0.01
     )
-
-
-def test_threads_and_machines_are_said_of_the_run():
-    from seqmodels.results import machine_in_words, threads_in_words
-
-    assert threads_in_words(1) == "one CPU thread"
-    assert threads_in_words(2) == "two CPU threads"
-    assert threads_in_words(64) == "64 CPU threads"
-    assert machine_in_words("x86_64, 1 thread") == "one CPU thread (x86-64)"
-    assert machine_in_words("arm64, 8 threads") == "eight CPU threads (arm64)"
-    assert machine_in_words("a lab machine") == "a lab machine"  # not where_measured's: as stored
-    with pytest.raises(ValueError, match="at least one thread"):
-        threads_in_words(0)

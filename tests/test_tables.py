@@ -1,7 +1,7 @@
 import pytest
 
 from seqmodels.glue import BUILD_FLAG
-from seqmodels.tables import for_people, markdown_table
+from seqmodels.tables import for_people, machine_in_words, markdown_table, threads_in_words
 
 
 def test_markdown_table_escapes_pipes_and_angle_brackets():
@@ -70,3 +70,14 @@ def test_numbers_are_written_for_people(text, shown):
 def test_table_cells_show_no_e_notation_or_raw_inf():
     table = markdown_table(["n", "ppl", "gap"], [[2, f"{float('inf'):,.1f}", f"{4.4e-16:.1e}"]])
     assert table.data.splitlines()[-1] == "| 2 | ∞ | 4.4 × 10⁻¹⁶ |"
+
+
+def test_threads_and_machines_are_said_of_the_run():
+    assert threads_in_words(1) == "one CPU thread"
+    assert threads_in_words(2) == "two CPU threads"
+    assert threads_in_words(64) == "64 CPU threads"
+    assert machine_in_words("x86_64, 1 thread") == "one CPU thread (x86-64)"
+    assert machine_in_words("arm64, 8 threads") == "eight CPU threads (arm64)"
+    assert machine_in_words("a lab machine") == "a lab machine"  # not where_measured's: as stored
+    with pytest.raises(ValueError, match="at least one thread"):
+        threads_in_words(0)

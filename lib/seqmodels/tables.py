@@ -35,6 +35,28 @@ def for_people(text: str) -> str:
     return _E_NUMBER.sub(_power_of_ten, text)
 
 
+_NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 8: "eight", 16: "sixteen"}
+
+
+def threads_in_words(threads: int) -> str:
+    """``"one CPU thread"``, ``"two CPU threads"``: how many threads a run used, said of the run
+    (a "1-thread CPU" reads as if the machine had one thread)."""
+    if threads < 1:
+        raise ValueError(f"expected at least one thread, got {threads}")
+    count = _NUMBER_WORDS.get(threads, f"{threads:,}")
+    return f"{count} CPU thread{'' if threads == 1 else 's'}"
+
+
+def machine_in_words(machine: str) -> str:
+    """A stored result's ``machine`` (`where_measured`: ``"x86_64, 1 thread"``) for a sentence:
+    ``"one CPU thread (x86-64)"``."""
+    match = re.fullmatch(r"\s*([^,]+),\s*(\d+) threads?\s*", machine)
+    if match is None:
+        return machine
+    architecture = match[1].replace("x86_64", "x86-64")
+    return f"{threads_in_words(int(match[2]))} ({architecture})"
+
+
 def _cell(value: object) -> str:
     text = for_people(str(value)).replace("|", r"\|")
     return text.replace("<", "&lt;").replace(">", "&gt;")

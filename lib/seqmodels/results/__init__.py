@@ -7,7 +7,6 @@ with `importlib.resources`, so a chapter finds it wherever its notebook is opene
 from __future__ import annotations
 
 import json
-import re
 from importlib import resources
 from typing import Any
 
@@ -43,28 +42,6 @@ def where_measured(device: Any) -> dict[str, str]:
         "torch": torch.__version__,
         "date": date.today().isoformat(),
     }
-
-
-_NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 8: "eight", 16: "sixteen"}
-
-
-def threads_in_words(threads: int) -> str:
-    """``"one CPU thread"``, ``"two CPU threads"``: how many threads a run used, said of the run
-    (a "1-thread CPU" reads as if the machine had one thread)."""
-    if threads < 1:
-        raise ValueError(f"expected at least one thread, got {threads}")
-    count = _NUMBER_WORDS.get(threads, f"{threads:,}")
-    return f"{count} CPU thread{'' if threads == 1 else 's'}"
-
-
-def machine_in_words(machine: str) -> str:
-    """A stored result's ``machine`` (`where_measured`: ``"x86_64, 1 thread"``) for a sentence:
-    ``"one CPU thread (x86-64)"``."""
-    match = re.fullmatch(r"\s*([^,]+),\s*(\d+) threads?\s*", machine)
-    if match is None:
-        return machine
-    architecture = match[1].replace("x86_64", "x86-64")
-    return f"{threads_in_words(int(match[2]))} ({architecture})"
 
 
 def save_result(name: str, result: dict[str, Any], folder: Any = None) -> str:
