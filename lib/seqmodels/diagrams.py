@@ -1,0 +1,334 @@
+"""Schematic diagrams of the book's models, drawn by code from the models' own configuration.
+
+Each function returns a matplotlib figure `FIGURE_WIDTH` wide whose text is at least
+`plots.MIN_TEXT_PX` high on a phone (`plots.smallest_text_px`), labelled with the symbols of the
+equation it illustrates. What a diagram counts — time steps, gates, heads, positions — is read from
+its argument (a model, or a size), so a diagram cannot show a model the library does not build:
+
+- `unrolled_rnn_figure`: the Elman RNN unrolled over T steps (Chapter 3's eq-rnn), with the
+  gradient of backpropagation through time and, with ``truncate=k``, where truncated BPTT stops it;
+- `gated_cell_figure`: one step of a GRU or an LSTM (Chapter 5's eq-gru, eq-lstm), one box per gate
+  of the module's weights, and the additive path that carries the state;
+- `causal_mask_figure`: which keys each query may read in a decoder (Chapter 8's causal mask);
+- `multi_head_figure`: a `MultiHeadAttention`'s heads, each attending with its own projections;
+- `block_figure`: Transformer blocks side by side, the norm after each residual sum (post-LN) or
+  before each sublayer (pre-LN), read from each block's ``norm_first``.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
+
+from .plots import FIGURE_WIDTH, OTHER_COLOR, SOURCE_COLOR, TARGET_COLOR
+
+INK = "#222222"
+FORWARD = "#1d3557"  # values, left to right and bottom to top
+BACKWARD = "#d55e00"  # gradients (the book's backward colour)
+GATE = "#e69f00"  # a sigmoid gate
+CANDIDATE = "#009e73"  # a tanh candidate
+STATE = SOURCE_COLOR
+FONT = 10.5  # points: 9.3 CSS px on a 400-px phone at FIGURE_WIDTH
+
+
+def _box(ax, x, y, text, w=0.9, h=0.55, face="white", size=FONT, color=INK, lw=1.0) -> None:
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - w / 2, y - h / 2),
+            w,
+            h,
+            boxstyle="round,pad=0.02,rounding_size=0.08",
+            fc=face,
+            ec=color,
+            lw=lw,
+        )
+    )
+    ax.text(x, y, text, ha="center", va="center", fontsize=size, color=INK)
+
+
+def _arrow(ax, a, b, color=FORWARD, rad=0.0, style="-|>", ls="-", lw=1.2, shrink=2) -> None:
+    ax.add_patch(
+        FancyArrowPatch(
+            a,
+            b,
+            connectionstyle=f"arc3,rad={rad}",
+            arrowstyle=style,
+            mutation_scale=10,
+            color=color,
+            lw=lw,
+            linestyle=ls,
+            shrinkA=shrink,
+            shrinkB=shrink,
+        )
+    )
+
+
+def _canvas(height: float, xlim: tuple[float, float], ylim: tuple[float, float]):
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, height))
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return fig, ax
+
+
+def unrolled_rnn_figure(steps: int = 4, truncate: int | None = None) -> Figure:
+    r"""The Elman RNN unrolled over `steps` steps: inputs $\mathbf x_t$, states $\mathbf h_t$ (from
+    $\mathbf h_0$), predictions $\hat{\mathbf y}_t$ and losses $L_t$; forward arrows carry values,
+    backward arrows $\partial L/\partial \mathbf h_t$. With ``truncate=k`` the steps are cut into
+    windows of k: the state crosses a cut, the gradient does not (truncated BPTT)."""
+    if steps < 1:
+        raise ValueError(f"expected at least one step, got {steps}")
+    if truncate is not None and not 1 <= truncate < steps:
+        raise ValueError(f"expected 1 <= truncate < steps ({steps}), got {truncate}")
+    dx = 1.6
+    xlim, ylim = (-0.55, dx * steps + 0.55), (-0.5, 3.35)
+    aspect = (ylim[1] - ylim[0]) / (xlim[1] - xlim[0])
+    fig, ax = _canvas(FIGURE_WIDTH * aspect + (1.0 if truncate else 0.75), xlim, ylim)
+    y_in, y_h, y_out, y_loss = 0.0, 1.2, 2.4, 3.1
+    _box(ax, 0, y_h, r"$\mathbf{h}_0$", face=OTHER_COLOR)
+    cuts = set(range(truncate, steps, truncate)) if truncate else set()
+    for t in range(1, steps + 1):
+        x = dx * t
+        _box(ax, x, y_in, rf"$\mathbf{{x}}_{t}$", face=OTHER_COLOR)
+        _box(ax, x, y_h, rf"$\mathbf{{h}}_{t}$", face=STATE)
+        _box(ax, x, y_out, rf"$\hat{{\mathbf{{y}}}}_{t}$", face="white")
+        ax.text(x, y_loss, f"$L_{t}$", ha="center", va="center", fontsize=FONT)
+        _arrow(ax, (x, y_in + 0.28), (x, y_h - 0.28))
+        _arrow(ax, (x, y_h + 0.28), (x, y_out - 0.28))
+        _arrow(ax, (x, y_out + 0.28), (x, y_loss - 0.2), lw=0.9)
+        _arrow(ax, (x - dx + 0.45, y_h + 0.07), (x - 0.45, y_h + 0.07))
+        # the gradient flows back along the chain, except across a truncation cut
+        if t - 1 not in cuts and t > 1:
+            _arrow(ax, (x - 0.45, y_h - 0.12), (x - dx + 0.45, y_h - 0.12), color=BACKWARD, ls="--")
+        elif t - 1 in cuts:
+            mid = x - dx / 2
+            ax.plot([mid, mid], [y_h - 0.55, y_h + 0.55], color=BACKWARD, lw=1.4)
+    x1 = dx
+    ax.text(x1 - dx / 2, y_h + 0.22, "$W_{hh}$", ha="center", va="bottom", fontsize=FONT)
+    ax.text(x1 + 0.1, (y_in + y_h) / 2, "$W_{xh}$", ha="left", va="center", fontsize=FONT)
+    ax.text(x1 + 0.1, (y_h + y_out) / 2, "$W_{hy}$", ha="left", va="center", fontsize=FONT)
+    legend = [(FORWARD, "-", "forward: values")]
+    legend.append((BACKWARD, "--", r"backward: $\partial L/\partial \mathbf{h}_t$"))
+    if truncate:
+        for k, start in enumerate(range(1, steps + 1, truncate)):
+            end = min(start + truncate - 1, steps)
+            ax.add_patch(
+                Rectangle(
+                    (dx * start - 0.62, y_in - 0.45),
+                    dx * (end - start) + 1.24,
+                    y_out - y_in + 0.9,
+                    fc=TARGET_COLOR if k % 2 else SOURCE_COLOR,
+                    alpha=0.12,
+                    ec="none",
+                    zorder=0,
+                )
+            )
+        legend.append((BACKWARD, "-", f"cut every {truncate} steps: no gradient crosses"))
+    for color, ls, label in legend:
+        ax.plot([], [], color=color, ls=ls, label=label)
+    ax.legend(loc="upper left", bbox_to_anchor=(0.0, 0.02), ncols=1, frameon=False, fontsize=FONT)
+    fig.tight_layout(pad=0.1)
+    return fig
+
+
+def _gates_of(cell) -> tuple[str, int]:
+    """``("gru" | "lstm", gate blocks)`` of a GRU or LSTM module, read from its weights' rows."""
+    name = type(cell).__name__.lower()
+    kind = "lstm" if "lstm" in name else "gru" if "gru" in name else None
+    if kind is None:
+        raise TypeError(f"expected a GRU or an LSTM module, got {type(cell).__name__}")
+    weight = next(w for n, w in cell.named_parameters() if n.startswith("weight_ih"))
+    return kind, weight.shape[0] // cell.hidden_size
+
+
+def gated_cell_figure(cell) -> Figure:
+    r"""One step of `cell` (`seqmodels.gated.GRU`/`LSTM` or ``nn.GRU``/``nn.LSTM``): a box per gate
+    block of its input weights (σ gates in orange, the tanh candidate in green), the inputs
+    $\mathbf x_t$ and $\mathbf h_{t-1}$ below, and the additive path of the state along the top:
+    $\mathbf c_t = \mathbf f_t \odot \mathbf c_{t-1} + \mathbf i_t \odot \mathbf g_t$ (LSTM) or
+    $\mathbf h_t = (1 - \mathbf z_t) \odot \mathbf h_{t-1} + \mathbf z_t \odot \tilde{\mathbf h}_t$ (GRU)."""
+    kind, blocks = _gates_of(cell)
+    gates = (
+        [(r"$\mathbf{f}_t$", "σ"), (r"$\mathbf{i}_t$", "σ"), (r"$\mathbf{g}_t$", "tanh"),
+         (r"$\mathbf{o}_t$", "σ")]
+        if kind == "lstm"
+        else [(r"$\mathbf{z}_t$", "σ"), (r"$\mathbf{r}_t$", "σ"), (r"$\tilde{\mathbf{h}}_t$", "tanh")]
+    )  # fmt: skip
+    if len(gates) != blocks:
+        raise ValueError(f"a {kind.upper()} has {len(gates)} gate blocks, this one {blocks}")
+    fig, ax = _canvas(3.4, (-0.4, 9.6), (-0.75, 4.35))
+    top, mid = 3.7, 1.75
+    state_in, state_out = (
+        (r"$\mathbf{c}_{t-1}$", r"$\mathbf{c}_t$") if kind == "lstm"
+        else (r"$\mathbf{h}_{t-1}$", r"$\mathbf{h}_t$")
+    )  # fmt: skip
+    # the state's path along the top: one multiply and one add
+    _box(ax, 0.45, top, state_in, w=0.95, face=STATE)
+    _box(ax, 8.75, top, state_out, w=0.95, face=STATE)
+    times, plus = (3.0, top), (5.7, top)
+    for (x, y), sign in ((times, "×"), (plus, "+")):
+        ax.add_patch(plt.Circle((x, y), 0.26, fc="white", ec=INK, lw=1.0))
+        ax.text(x, y, sign, ha="center", va="center", fontsize=FONT + 1)
+    _arrow(ax, (0.93, top), (times[0] - 0.26, top), color=INK, lw=1.6, shrink=0)
+    _arrow(ax, (times[0] + 0.26, top), (plus[0] - 0.26, top), color=INK, lw=1.6, shrink=0)
+    _arrow(ax, (plus[0] + 0.26, top), (8.27, top), color=INK, lw=1.6, shrink=0)
+    keep = r"$\mathbf{f}_t$" if kind == "lstm" else r"$1-\mathbf{z}_t$"
+    ax.text(times[0], top + 0.38, f"keep: {keep}", ha="center", va="bottom", fontsize=FONT)
+    write = (
+        r"$\mathbf{i}_t \odot \mathbf{g}_t$"
+        if kind == "lstm"
+        else (r"$\mathbf{z}_t \odot \tilde{\mathbf{h}}_t$")
+    )
+    ax.text(plus[0], top + 0.38, f"write: {write}", ha="center", va="bottom", fontsize=FONT)
+    # the gates, each a function of x_t and h_{t-1}
+    xs = [1.4 + 1.75 * i for i in range(len(gates))]
+    for x, (symbol, fn) in zip(xs, gates, strict=True):
+        face = GATE if fn == "σ" else CANDIDATE
+        _box(ax, x, mid, f"{fn}\n{symbol}", w=1.15, h=0.85, face=face)
+    _box(ax, 2.3, -0.35, r"$\mathbf{x}_t$", face=OTHER_COLOR)
+    _box(ax, 5.3, -0.35, r"$\mathbf{h}_{t-1}$", w=1.0, face=OTHER_COLOR)
+    for x in xs:
+        _arrow(ax, (2.3, -0.07), (x, mid - 0.43), lw=0.8)
+        _arrow(ax, (5.3, -0.07), (x, mid - 0.43), lw=0.8)
+    # where each gate acts
+    _arrow(ax, (xs[0], mid + 0.43), (times[0] - 0.1, times[1] - 0.26), lw=1.0)  # f_t or 1 - z_t
+    if kind == "lstm":  # i_t ⊙ g_t is written; h_t = o_t ⊙ tanh(c_t)
+        both = ((xs[1] + xs[2]) / 2, mid + 1.05)
+        ax.add_patch(plt.Circle(both, 0.22, fc="white", ec=INK, lw=1.0))
+        ax.text(*both, "×", ha="center", va="center", fontsize=FONT)
+        _arrow(ax, (xs[1], mid + 0.43), (both[0] - 0.15, both[1] - 0.17), lw=1.0)
+        _arrow(ax, (xs[2], mid + 0.43), (both[0] + 0.15, both[1] - 0.17), lw=1.0)
+        _arrow(ax, (both[0] + 0.16, both[1] + 0.16), (plus[0] - 0.12, plus[1] - 0.24), lw=1.0)
+        _box(ax, 8.75, mid, r"$\mathbf{h}_t$", face=STATE)
+        ax.text(8.75, (top + mid) / 2, r"$\mathbf{o}_t \odot \tanh$", ha="center", va="center",
+                fontsize=FONT, bbox={"fc": "white", "ec": "none", "pad": 1})  # fmt: skip
+        _arrow(ax, (8.75, top - 0.28), (8.75, mid + 0.28), color=INK, lw=1.0)
+        _arrow(ax, (xs[3] + 0.58, mid), (8.27, mid), lw=1.0)
+    else:  # z_t ⊙ h~_t is written; the reset gate acts on h_{t-1} inside the candidate
+        _arrow(ax, (xs[2], mid + 0.43), (plus[0] - 0.12, plus[1] - 0.24), lw=1.0)
+        _arrow(ax, (xs[1] + 0.58, mid), (xs[2] - 0.58, mid), lw=1.0)
+        ax.text((xs[1] + xs[2]) / 2, mid + 0.62, r"$\mathbf{r}_t \odot \mathbf{h}_{t-1}$",
+                ha="center", va="center", fontsize=FONT)  # fmt: skip
+    title = "LSTM cell" if kind == "lstm" else "GRU cell"
+    ax.set_title(f"{title}: {len(gates)} gate blocks of the weights", fontsize=FONT, loc="left")
+    fig.tight_layout(pad=0.1)
+    return fig
+
+
+def causal_mask_figure(T: int = 6, tokens: list[str] | None = None) -> Figure:
+    r"""The causal mask of a decoder over `T` positions: query $i$ (a row) may read key $j$ (a
+    column) only for $j \le i$ (filled); the rest is $-\infty$ before the softmax."""
+    if T < 2:
+        raise ValueError(f"expected at least two positions, got {T}")
+    if tokens is not None and len(tokens) != T:
+        raise ValueError(f"expected {T} tokens, got {len(tokens)}")
+    labels = tokens or [f"{t}" for t in range(1, T + 1)]
+    fig, ax = plt.subplots(figsize=(min(FIGURE_WIDTH, 0.55 * T + 2.2), 0.55 * T + 1.3))
+    for i in range(T):
+        for j in range(T):
+            allowed = j <= i
+            ax.add_patch(
+                Rectangle(
+                    (j, T - 1 - i),
+                    1,
+                    1,
+                    fc=SOURCE_COLOR if allowed else "white",
+                    ec="#999999",
+                    lw=0.8,
+                )
+            )
+            if not allowed:
+                ax.text(j + 0.5, T - 0.5 - i, r"$-\infty$", ha="center", va="center",
+                        fontsize=FONT, color="#777777")  # fmt: skip
+    ax.set_xlim(0, T)
+    ax.set_ylim(0, T)
+    ax.set_aspect("equal")
+    ax.set_xticks([j + 0.5 for j in range(T)], labels)
+    ax.set_yticks([T - 0.5 - i for i in range(T)], labels)
+    ax.tick_params(length=0, labelsize=FONT)
+    ax.xaxis.tick_top()
+    ax.set_xlabel("key position $j$ (read)", fontsize=FONT)
+    ax.xaxis.set_label_position("top")
+    ax.set_ylabel("query position $i$", fontsize=FONT)
+    ax.grid(False)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    fig.tight_layout(pad=0.2)
+    return fig
+
+
+def multi_head_figure(attention) -> Figure:
+    r"""A `seqmodels.transformer.MultiHeadAttention`: each of its ``n_heads`` heads projects $X$ with
+    its own $W^Q_i, W^K_i, W^V_i$ ($d \to d_k$) and attends; the heads are concatenated and mixed by
+    $W^O$ (eq-ch8-multihead)."""
+    H, d, d_k = attention.n_heads, attention.d_model, attention.d_k
+    shown = list(range(H)) if H <= 4 else [0, 1, None, H - 1]
+    fig, ax = _canvas(3.4, (-0.3, 9.8), (-0.6, 4.5))
+    _box(ax, 4.75, -0.2, rf"$X$  ($T \times {d}$)", w=2.4, face=OTHER_COLOR)
+    xs = [1.3 + 2.4 * k for k in range(len(shown))]
+    for x, head in zip(xs, shown, strict=True):
+        if head is None:
+            ax.text(x, 1.8, "…", ha="center", va="center", fontsize=FONT + 4)
+            continue
+        i = head + 1
+        _box(ax, x, 1.0, rf"$W^Q_{{{i}}}, W^K_{{{i}}}, W^V_{{{i}}}$", w=2.1, h=0.6, face=GATE)
+        _box(ax, x, 2.35, f"Attention\n$h_{{{i}}}$: $T \\times {d_k}$", w=2.1, h=0.8, face=STATE)
+        _arrow(ax, (4.75, 0.08), (x, 0.7), lw=0.8)
+        _arrow(ax, (x, 1.3), (x, 1.95), lw=1.0)
+        _arrow(ax, (x, 2.75), (4.75, 3.45), lw=0.8)
+    _box(ax, 4.75, 3.75, rf"Concat$(h_1, \dots, h_{{{H}}})\,W^O$", w=3.6, face="white")
+    ax.text(9.75, 4.35, f"{H} heads, $d = {d}$, $d_k = d/H = {d_k}$", ha="right", va="center",
+            fontsize=FONT)  # fmt: skip
+    fig.tight_layout(pad=0.1)
+    return fig
+
+
+def _block_panel(ax, pre: bool) -> None:
+    x, y, prev = 1.0, 0.0, 0.0
+    _box(ax, x, y, r"$\mathbf{x}$", face=OTHER_COLOR)
+    steps = []
+    for sublayer in ("self-attention", "feed-forward"):
+        steps += (
+            [("LN", "white"), (sublayer, STATE), ("+", None)]
+            if pre
+            else [(sublayer, STATE), ("+", None), ("LN", "white")]
+        )
+    branch = 0.0  # where the current sublayer's residual leaves the main path
+    for label, face in steps:
+        y += 0.9
+        if label == "+":
+            ax.add_patch(plt.Circle((x, y), 0.24, fc="white", ec=INK, lw=1.0))
+            ax.text(x, y, "+", ha="center", va="center", fontsize=FONT + 1)
+            _arrow(ax, (x, prev + 0.28), (x, y - 0.24), lw=1.0)
+            side = x - 1.55
+            ax.plot([x, side, side], [branch + 0.45, branch + 0.45, y], color=INK, lw=1.0)
+            _arrow(ax, (side, y), (x - 0.24, y), color=INK, lw=1.0, shrink=0)
+        else:
+            starts_sublayer = (label == "LN") if pre else label != "LN"
+            if starts_sublayer:
+                branch = prev
+            _box(ax, x, y, label, w=2.0 if label != "LN" else 0.8, h=0.5, face=face)
+            _arrow(ax, (x, prev + 0.27), (x, y - 0.25), lw=1.0)
+        prev = y
+    _arrow(ax, (x, prev + 0.27), (x, prev + 0.7), lw=1.0)
+    ax.set_title("pre-LN" if pre else "post-LN (the original)", fontsize=FONT)
+
+
+def block_figure(*blocks) -> Figure:
+    r"""Transformer blocks (`seqmodels.transformer.EncoderBlock`/`DecoderBlock`) side by side, from
+    the bottom up: without ``norm_first`` (post-LN, the original) the norm follows each residual
+    sum; with it (pre-LN) each sublayer reads $\mathrm{LN}(\mathbf x)$ and the residual path from
+    $\mathbf x$ to the output passes through no norm. One panel per block, read from the block."""
+    if not blocks:
+        raise ValueError("expected at least one block")
+    fig, axes = plt.subplots(1, len(blocks), figsize=(FIGURE_WIDTH, 4.0), squeeze=False)
+    for ax, block in zip(axes[0], blocks, strict=True):
+        ax.set_xlim(-0.9, 2.4)
+        ax.set_ylim(-0.45, 6.2)
+        ax.set_aspect("equal")
+        ax.axis("off")
+        _block_panel(ax, bool(block.norm_first))
+    fig.tight_layout(pad=0.2)
+    return fig

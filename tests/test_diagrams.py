@@ -1,0 +1,127 @@
+"""The schematic diagrams (seqmodels.diagrams): legible on a phone, and what they count — steps,
+gates, heads, positions, norms — read from the model or size they are drawn from."""
+
+import math
+
+import matplotlib
+import pytest
+from matplotlib.text import Text
+from torch import nn
+
+from seqmodels import diagrams
+from seqmodels.gated import GRU, LSTM
+from seqmodels.plots import MIN_TEXT_PX, smallest_text_px, use_book_style
+from seqmodels.transformer import EncoderBlock, MultiHeadAttention
+
+matplotlib.use("Agg")
+use_book_style(svg=False)
+
+
+def texts(fig) -> list[str]:
+    return [t.get_text() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+def count(fig, text: str) -> int:
+    return sum(t == text for t in texts(fig))
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    matplotlib.pyplot.close("all")
+
+
+DRAWN = {
+    "unrolled RNN": lambda: diagrams.unrolled_rnn_figure(4),
+    "truncated BPTT": lambda: diagrams.unrolled_rnn_figure(6, truncate=3),
+    "GRU cell": lambda: diagrams.gated_cell_figure(GRU(4, 8)),
+    "LSTM cell": lambda: diagrams.gated_cell_figure(LSTM(4, 8)),
+    "causal mask": lambda: diagrams.causal_mask_figure(6),
+    "multi-head": lambda: diagrams.multi_head_figure(MultiHeadAttention(64, 4)),
+    "blocks": lambda: diagrams.block_figure(
+        EncoderBlock(16, 2, 32, norm_first=False), EncoderBlock(16, 2, 32, norm_first=True)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", DRAWN)
+def test_every_diagram_is_legible_on_a_phone(name):
+    fig = DRAWN[name]()
+    assert smallest_text_px(fig) >= MIN_TEXT_PX
+    assert fig.get_size_inches()[0] <= diagrams.FIGURE_WIDTH
+
+
+@pytest.mark.parametrize("steps", [1, 3, 5])
+def test_the_unrolled_rnn_shows_each_step_with_the_equations_symbols(steps):
+    fig = diagrams.unrolled_rnn_figure(steps)
+    for t in range(1, steps + 1):
+        for symbol in (rf"$\mathbf{{x}}_{t}$", rf"$\mathbf{{h}}_{t}$", f"$L_{t}$"):
+            assert count(fig, symbol) == 1, symbol
+    assert count(fig, r"$\mathbf{h}_0$") == 1 and count(fig, rf"$\mathbf{{h}}_{steps + 1}$") == 0
+    assert {"$W_{xh}$", "$W_{hh}$", "$W_{hy}$"} <= set(texts(fig))
+
+
+def test_truncated_bptt_draws_one_window_per_k_steps():
+    fig = diagrams.unrolled_rnn_figure(7, truncate=3)
+    windows = [p for p in fig.axes[0].patches if type(p).__name__ == "Rectangle"]
+    assert len(windows) == math.ceil(7 / 3)
+    assert any("every 3 steps" in t for t in texts(fig))
+    with pytest.raises(ValueError, match="truncate"):
+        diagrams.unrolled_rnn_figure(3, truncate=3)
+
+
+@pytest.mark.parametrize(
+    ("cell", "gates", "symbols"),
+    [
+        (GRU(3, 5), 3, [r"$\mathbf{z}_t$", r"$\mathbf{r}_t$", r"$\tilde{\mathbf{h}}_t$"]),
+        (nn.GRU(3, 5), 3, [r"$\mathbf{z}_t$", r"$\mathbf{r}_t$"]),
+        (
+            LSTM(3, 5),
+            4,
+            [r"$\mathbf{i}_t$", r"$\mathbf{f}_t$", r"$\mathbf{g}_t$", r"$\mathbf{o}_t$"],
+        ),
+        (nn.LSTM(3, 5), 4, [r"$\mathbf{c}_{t-1}$", r"$\mathbf{c}_t$"]),
+    ],
+)
+def test_a_gated_cell_shows_one_box_per_gate_block_of_its_weights(cell, gates, symbols):
+    fig = diagrams.gated_cell_figure(cell)
+    boxes = [t for t in texts(fig) if t.startswith(("σ\n", "tanh\n"))]
+    assert len(boxes) == gates == cell.weight_ih_l0.shape[0] // cell.hidden_size
+    assert sum(b.startswith("tanh") for b in boxes) == 1  # one candidate, the rest gates
+    for symbol in symbols:
+        assert any(symbol in t for t in texts(fig)), symbol
+    with pytest.raises(TypeError, match="GRU or an LSTM"):
+        diagrams.gated_cell_figure(nn.RNN(3, 5))
+
+
+@pytest.mark.parametrize("T", [2, 5, 8])
+def test_the_causal_mask_blocks_exactly_the_future(T):
+    fig = diagrams.causal_mask_figure(T)
+    assert count(fig, r"$-\infty$") == T * (T - 1) // 2
+
+
+@pytest.mark.parametrize("heads", [1, 2, 4, 8])
+def test_multi_head_attention_shows_the_modules_heads_and_sizes(heads):
+    attention = MultiHeadAttention(32, heads)
+    fig = diagrams.multi_head_figure(attention)
+    shown = [t for t in texts(fig) if t.startswith("Attention\n")]
+    assert len(shown) == min(heads, 3 if heads > 4 else heads)
+    assert any(f"h_{{{heads}}}" in t for t in texts(fig))  # the last head is always named
+    assert any(f"{heads} head" in t and f"d_k = d/H = {32 // heads}" in t for t in texts(fig))
+
+
+def test_the_blocks_place_the_norm_as_each_block_does():
+    post, pre = EncoderBlock(16, 2, 32, norm_first=False), EncoderBlock(16, 2, 32, norm_first=True)
+    fig = diagrams.block_figure(post, pre)
+    assert [ax.get_title() for ax in fig.axes] == ["post-LN (the original)", "pre-LN"]
+    for ax in fig.axes:
+        labels = [t.get_text() for t in ax.texts]
+        assert labels.count("LN") == 2 and labels.count("+") == 2
+        order = [lbl for lbl in labels if lbl in ("LN", "self-attention", "+")][:3]
+        expected = ["self-attention", "+", "LN"] if "post" in ax.get_title() else None
+        assert expected is None or order == expected
+    assert [t.get_text() for t in fig.axes[1].texts][:3] == [
+        r"$\mathbf{x}$",
+        "LN",
+        "self-attention",
+    ]
