@@ -5,12 +5,14 @@ import math
 
 import matplotlib
 import pytest
+from matplotlib.colors import same_color
 from matplotlib.text import Text
 from torch import nn
 
 from seqmodels import diagrams
 from seqmodels.gated import GRU, LSTM
-from seqmodels.plots import MIN_TEXT_PX, smallest_text_px, use_book_style
+from seqmodels.plots import MIN_TEXT_PX, TARGET_COLOR, smallest_text_px, use_book_style
+from seqmodels.seq2seq import Seq2Seq
 from seqmodels.transformer import EncoderBlock, MultiHeadAttention
 
 matplotlib.use("Agg")
@@ -38,6 +40,8 @@ DRAWN = {
     "LSTM cell": lambda: diagrams.gated_cell_figure(LSTM(4, 8)),
     "causal mask": lambda: diagrams.causal_mask_figure(6),
     "multi-head": lambda: diagrams.multi_head_figure(MultiHeadAttention(64, 4)),
+    "encoder-decoder": lambda: diagrams.encoder_decoder_figure(Seq2Seq(9, 7, context=("init",))),
+    "teacher forcing": lambda: diagrams.teacher_forcing_figure(4),
     "blocks": lambda: diagrams.block_figure(
         EncoderBlock(16, 2, 32, norm_first=False), EncoderBlock(16, 2, 32, norm_first=True)
     ),
@@ -125,3 +129,40 @@ def test_the_blocks_place_the_norm_as_each_block_does():
         "LN",
         "self-attention",
     ]
+
+
+def _orange_arrows(fig) -> int:
+    return sum(
+        type(p).__name__ == "FancyArrowPatch" and same_color(p.get_edgecolor(), TARGET_COLOR)
+        for p in fig.axes[0].patches
+    )
+
+
+@pytest.mark.parametrize(
+    ("context", "attention", "routes"),
+    [
+        (("init",), None, 1),
+        (("input",), None, 3),
+        (("output",), None, 3),
+        (("init", "input", "output"), None, 7),
+        ((), "dot", 1 + 3 * 4),
+    ],
+)
+def test_the_encoder_decoder_draws_the_models_own_routes_for_the_context(
+    context, attention, routes
+):
+    model = Seq2Seq(9, 7, context=context or ("init",), attention=attention)
+    fig = diagrams.encoder_decoder_figure(model, source=4, target=3)
+    title = fig.axes[0].get_title(loc="left")
+    assert _orange_arrows(fig) == routes
+    if attention:
+        assert "attention (dot)" in title
+    else:
+        assert all(f'"{c}"' in title for c in context)
+    assert count(fig, r"$\mathbf{h}^{e}_4$") == 1 and count(fig, r"$\mathbf{h}_3$") == 1
+
+
+def test_free_running_feeds_back_its_own_outputs_and_teacher_forcing_the_references():
+    fig = diagrams.teacher_forcing_figure(5)
+    assert count(fig, "$y_1$") == 1 and count(fig, r"$\hat y_1$") == 2 + 1  # two rows' outputs
+    assert _orange_arrows(fig) == 5 - 1

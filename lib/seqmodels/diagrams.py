@@ -11,6 +11,9 @@ its argument (a model, or a size), so a diagram cannot show a model the library 
   of the module's weights, and the additive path that carries the state;
 - `causal_mask_figure`: which keys each query may read in a decoder (Chapter 8's causal mask);
 - `multi_head_figure`: a `MultiHeadAttention`'s heads, each attending with its own projections;
+- `encoder_decoder_figure`: a `Seq2Seq`'s encoder and decoder with the routes of its ``context``
+  (Chapter 6's eq-ch6-init, eq-ch6-input, eq-ch6-output), or its attention (Chapter 7);
+- `teacher_forcing_figure`: the decoder fed the reference prefix beside it fed its own outputs;
 - `block_figure`: Transformer blocks side by side, the norm after each residual sum (post-LN) or
   before each sublayer (pre-LN), read from each block's ``norm_first``.
 """
@@ -331,4 +334,87 @@ def block_figure(*blocks) -> Figure:
         ax.axis("off")
         _block_panel(ax, bool(block.norm_first))
     fig.tight_layout(pad=0.2)
+    return fig
+
+
+def encoder_decoder_figure(model, source: int = 3, target: int = 3) -> Figure:
+    r"""A `seqmodels.seq2seq.Seq2Seq` over `source` input and `target` output steps: the encoder's
+    states $\mathbf h^{\text{enc}}_j$ (left), the context $\mathbf c = \mathbf h^{\text{enc}}_n$,
+    and the decoder's states $\mathbf h_t$ (right). The routes drawn are the model's ``context``:
+    ``"init"`` ($\mathbf h_0 = \mathbf c$), ``"input"`` ($\mathbf c$ in every update) and
+    ``"output"`` ($\mathbf c$ in every output layer); an attention model starts from
+    $\mathbf h_0 = \mathbf c$ and reads every encoder state at every step."""
+    routes, attention = tuple(model.context), model.attention_score is not None
+    if source < 1 or target < 1:
+        raise ValueError(f"expected at least one step each side, got {source} and {target}")
+    dx = 1.25
+    x_dec0 = dx * (source + 1) + 0.6
+    xlim = (-0.55, x_dec0 + dx * target + 0.55)
+    ylim = (-0.55, 3.6)
+    fig, ax = _canvas(FIGURE_WIDTH * (ylim[1] - ylim[0]) / (xlim[1] - xlim[0]) + 0.35, xlim, ylim)
+    y_in, y_h, y_out = 0.0, 1.3, 2.6
+    for j in range(1, source + 1):
+        x = dx * j
+        _box(ax, x, y_in, f"$x_{j}$", w=0.7, face=OTHER_COLOR)
+        _box(ax, x, y_h, rf"$\mathbf{{h}}^{{e}}_{j}$", w=0.75, face=STATE)
+        _arrow(ax, (x, y_in + 0.28), (x, y_h - 0.28))
+        if j > 1:
+            _arrow(ax, (x - dx + 0.38, y_h), (x - 0.38, y_h))
+    c = (dx * source, y_h)
+    ax.text(c[0], y_h + 0.45, r"$\mathbf{c}$", ha="center", va="bottom", fontsize=FONT)
+    _box(ax, x_dec0, y_h, r"$\mathbf{h}_0$", w=0.75, face=OTHER_COLOR)
+    if "init" in routes or attention:  # an attention model starts from c too
+        _arrow(ax, (c[0] + 0.38, y_h), (x_dec0 - 0.38, y_h), color=TARGET_COLOR, lw=1.6)
+    for t in range(1, target + 1):
+        x = x_dec0 + dx * t
+        _box(ax, x, y_in, f"$y_{t - 1}$", w=0.7, face=OTHER_COLOR)
+        _box(ax, x, y_h, rf"$\mathbf{{h}}_{t}$", w=0.75, face=STATE)
+        _box(ax, x, y_out, f"$p(y_{t})$", w=0.9, face="white")
+        _arrow(ax, (x, y_in + 0.28), (x, y_h - 0.28))
+        _arrow(ax, (x, y_h + 0.28), (x, y_out - 0.28))
+        _arrow(ax, (x - dx + 0.38, y_h), (x - 0.38, y_h))
+        if "input" in routes:
+            _arrow(ax, (c[0], y_h - 0.28), (x - 0.2, y_h - 0.28), color=TARGET_COLOR, rad=0.25)
+        if "output" in routes:
+            _arrow(ax, (c[0], y_h + 0.28), (x - 0.45, y_out - 0.05), color=TARGET_COLOR, rad=-0.25)
+        if attention:
+            for j in range(1, source + 1):
+                _arrow(ax, (dx * j, y_h + 0.28), (x - 0.2, y_h + 0.28), color=TARGET_COLOR,
+                       rad=-0.3, lw=0.7)  # fmt: skip
+    what = (
+        f"attention ({model.attention_score}): every " + r"$\mathbf{h}^{e}_j$" + " at every step"
+        if attention
+        else "context " + r"$\mathbf{c}$" + ": " + ", ".join(f'"{r}"' for r in routes)
+    )
+    ax.set_title(f"encoder (left), decoder (right); {what}", fontsize=FONT, loc="left")
+    fig.tight_layout(pad=0.1)
+    return fig
+
+
+def teacher_forcing_figure(steps: int = 4) -> Figure:
+    r"""The decoder over `steps` steps, twice: trained with **teacher forcing** (each step fed the
+    reference token $y_{t-1}$) and tested **free running** (each step fed its own
+    $\hat y_{t-1}$, so an early mistake is read by every later step)."""
+    if steps < 2:
+        raise ValueError(f"expected at least two steps, got {steps}")
+    dx = 1.3
+    xlim, ylim = (-1.7, dx * steps + 0.5), (-0.45, 4.35)
+    fig, ax = _canvas(FIGURE_WIDTH * (ylim[1] - ylim[0]) / (xlim[1] - xlim[0]), xlim, ylim)
+    for row, (name, y0) in enumerate((("teacher\nforcing", 2.4), ("free\nrunning", 0.0))):
+        ax.text(-1.6, y0 + 0.9, name, ha="left", va="center", fontsize=FONT)
+        for t in range(1, steps + 1):
+            x = dx * t
+            fed = "<s>" if t == 1 else (f"$y_{t - 1}$" if row == 0 else rf"$\hat y_{t - 1}$")
+            face = OTHER_COLOR if row == 0 or t == 1 else TARGET_COLOR
+            _box(ax, x, y0, fed, w=0.8, face=face)
+            _box(ax, x, y0 + 0.9, rf"$\mathbf{{h}}_{t}$", w=0.75, face=STATE)
+            ax.text(x, y0 + 1.6, rf"$\hat y_{t}$", ha="center", va="center", fontsize=FONT)
+            _arrow(ax, (x, y0 + 0.28), (x, y0 + 0.62))
+            _arrow(ax, (x, y0 + 1.18), (x, y0 + 1.42))
+            if t > 1:
+                _arrow(ax, (x - dx + 0.38, y0 + 0.9), (x - 0.38, y0 + 0.9))
+            if row == 1 and t < steps:  # the output fed back as the next input
+                _arrow(ax, (x + 0.15, y0 + 1.45), (x + dx - 0.3, y0 + 0.28), color=TARGET_COLOR,
+                       rad=-0.2, lw=1.0)  # fmt: skip
+    fig.tight_layout(pad=0.1)
     return fig
