@@ -42,6 +42,8 @@ DRAWN = {
     "multi-head": lambda: diagrams.multi_head_figure(MultiHeadAttention(64, 4)),
     "encoder-decoder": lambda: diagrams.encoder_decoder_figure(Seq2Seq(9, 7, context=("init",))),
     "teacher forcing": lambda: diagrams.teacher_forcing_figure(4),
+    "stacked": lambda: diagrams.stacked_rnn_figure(nn.RNN(3, 4, num_layers=2)),
+    "bidirectional": lambda: diagrams.stacked_rnn_figure(nn.GRU(3, 4, bidirectional=True)),
     "blocks": lambda: diagrams.block_figure(
         EncoderBlock(16, 2, 32, norm_first=False), EncoderBlock(16, 2, 32, norm_first=True)
     ),
@@ -166,3 +168,16 @@ def test_free_running_feeds_back_its_own_outputs_and_teacher_forcing_the_referen
     fig = diagrams.teacher_forcing_figure(5)
     assert count(fig, "$y_1$") == 1 and count(fig, r"$\hat y_1$") == 2 + 1  # two rows' outputs
     assert _orange_arrows(fig) == 5 - 1
+
+
+@pytest.mark.parametrize(("layers", "bidirectional"), [(1, False), (3, False), (2, True)])
+def test_a_stacked_rnn_shows_the_modules_layers_and_directions(layers, bidirectional):
+    rnn = nn.LSTM(3, 4, num_layers=layers, bidirectional=bidirectional)
+    fig = diagrams.stacked_rnn_figure(rnn, steps=3)
+    for layer in range(1, layers + 1):
+        for t in range(1, 4):
+            label = rf"$\mathbf{{h}}^{{({layer})}}_{t}$"
+            assert count(fig, label) == (2 if bidirectional else 1), label
+    assert count(fig, rf"$\mathbf{{h}}^{{({layers + 1})}}_1$") == 0
+    title = fig.axes[0].get_title(loc="left")
+    assert title.startswith(f"LSTM: {layers} layer") and ("both" in title) == bidirectional

@@ -5,6 +5,7 @@ Each function returns a matplotlib figure `FIGURE_WIDTH` wide whose text is at l
 equation it illustrates. What a diagram counts — time steps, gates, heads, positions — is read from
 its argument (a model, or a size), so a diagram cannot show a model the library does not build:
 
+- `stacked_rnn_figure`: a recurrent module's layers and directions (Chapter 3's eq-stacked-rnn);
 - `unrolled_rnn_figure`: the Elman RNN unrolled over T steps (Chapter 3's eq-rnn), with the
   gradient of backpropagation through time and, with ``truncate=k``, where truncated BPTT stops it;
 - `gated_cell_figure`: one step of a GRU or an LSTM (Chapter 5's eq-gru, eq-lstm), one box per gate
@@ -416,5 +417,50 @@ def teacher_forcing_figure(steps: int = 4) -> Figure:
             if row == 1 and t < steps:  # the output fed back as the next input
                 _arrow(ax, (x + 0.15, y0 + 1.45), (x + dx - 0.3, y0 + 0.28), color=TARGET_COLOR,
                        rad=-0.2, lw=1.0)  # fmt: skip
+    fig.tight_layout(pad=0.1)
+    return fig
+
+
+def stacked_rnn_figure(rnn, steps: int = 4) -> Figure:
+    r"""A recurrent module's layers (``num_layers``) and directions (``bidirectional``) over `steps`
+    steps: layer $\ell$ reads the states of layer $\ell - 1$ (eq-stacked-rnn,
+    $\mathbf h^{(0)}_t = \mathbf x_t$); a bidirectional layer runs a second chain from the end to the
+    start (orange), and the next layer reads the two states of a step side by side."""
+    layers, both = int(rnn.num_layers), bool(rnn.bidirectional)
+    if steps < 2:
+        raise ValueError(f"expected at least two steps, got {steps}")
+    dx, dy = 1.8 if both else 1.5, 1.3
+    xlim = (0.75, dx * steps + 0.8)
+    ylim = (-0.45, dy * layers + 0.75)
+    height = FIGURE_WIDTH * (ylim[1] - ylim[0]) / (xlim[1] - xlim[0]) + (0.7 if both else 0.3)
+    fig, ax = _canvas(height, xlim, ylim)
+    for t in range(1, steps + 1):
+        _box(ax, dx * t, 0, rf"$\mathbf{{x}}_{t}$", w=0.75, face=OTHER_COLOR)
+    for layer in range(1, layers + 1):
+        y = dy * layer
+        for t in range(1, steps + 1):
+            x = dx * t
+            label = rf"$\mathbf{{h}}^{{({layer})}}_{t}$"
+            _arrow(ax, (x, y - dy + 0.3), (x, y - 0.3), lw=0.9)
+            if not both:
+                _box(ax, x, y, label, w=0.8, face=STATE)
+                if t > 1:
+                    _arrow(ax, (x - dx + 0.4, y), (x - 0.4, y))
+                continue
+            _box(ax, x - 0.36, y, label, w=0.68, h=0.58, face=STATE)
+            _box(ax, x + 0.36, y, label, w=0.68, h=0.58, face=TARGET_COLOR)
+            if t > 1:  # left to right above the boxes, right to left below them
+                _arrow(ax, (x - dx - 0.36, y + 0.3), (x - 0.36, y + 0.3), rad=-0.25)
+                _arrow(ax, (x + 0.36, y - 0.3), (x - dx + 0.36, y - 0.3), color=BACKWARD,
+                       rad=-0.25)  # fmt: skip
+    if both:
+        ax.plot([], [], color=FORWARD, label="left to right (blue states)")
+        ax.plot([], [], color=BACKWARD, label="right to left (orange states)")
+        ax.legend(loc="upper left", bbox_to_anchor=(0.0, 0.0), ncols=2, frameon=False,
+                  fontsize=FONT, handlelength=1.2, columnspacing=1.0)  # fmt: skip
+    kind = type(rnn).__name__
+    count = f"{layers} layer{'s' if layers > 1 else ''}"
+    ax.set_title(f"{kind}: {count}, {'both directions' if both else 'left to right'}",
+                 fontsize=FONT, loc="left")  # fmt: skip
     fig.tight_layout(pad=0.1)
     return fig
