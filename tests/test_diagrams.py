@@ -181,3 +181,40 @@ def test_a_stacked_rnn_shows_the_modules_layers_and_directions(layers, bidirecti
     assert count(fig, rf"$\mathbf{{h}}^{{({layers + 1})}}_1$") == 0
     title = fig.axes[0].get_title(loc="left")
     assert title.startswith(f"LSTM: {layers} layer") and ("both" in title) == bidirectional
+
+
+def _toy():
+    import torch
+
+    from seqmodels.decoding import from_distribution
+
+    after = {(): (0.0, 0.6, 0.4), (2,): (0.4, 0.3, 0.3), (3,): (0.9, 0.05, 0.05)}
+
+    def distribution(prefix):
+        return torch.tensor([0.0, *after.get(tuple(prefix), (1.0, 0.0, 0.0))], dtype=torch.float64)
+
+    return from_distribution(distribution)
+
+
+@pytest.mark.parametrize("beam", [1, 2, 3])
+def test_the_beam_tree_draws_what_the_search_ranked_and_changes_nothing(beam):
+    import torch
+
+    from seqmodels.decoding import beam_search, table_next_log_probs
+
+    g = torch.Generator().manual_seed(beam)
+    model = table_next_log_probs(torch.randn(5, 5, 5, 5, 5, generator=g))  # 4 steps, V = 5
+    trace: list = []
+    assert beam_search(model, beam, 4, trace=trace) == beam_search(model, beam, 4)
+    for step in trace:
+        assert sum(c["kept"] for c in step) <= beam and len(step) <= 2 * beam
+        assert all(c["finished"] == (c["kept"] and c["token"] == 1) for c in step)
+        scores = [c["log_prob"] for c in step]
+        assert scores == sorted(scores, reverse=True)
+    toy: list = []
+    beam_search(_toy(), 2, 3, trace=toy)
+    fig = diagrams.beam_tree_figure(toy, {2: "a", 3: "b"}, beam=2)
+    nodes = [t for t in texts(fig) if "  " in t]
+    assert len(nodes) == sum(len(step) for step in toy) == 6
+    assert "</s>  0.36" in nodes and "a  0.60" in nodes  # b </s> beats a's best ending
+    assert fig.axes[0].get_title(loc="left").startswith("beam of 2")

@@ -292,6 +292,7 @@ def beam_search(
     bos: int = 0,
     eos: int = 1,
     alpha: float = 0.0,
+    trace: list | None = None,
 ) -> list[Hypothesis]:
     r"""Beam search: keep the `beam_size` best prefixes by cumulative log-prob at each step.
 
@@ -303,7 +304,12 @@ def beam_search(
     unfinished ones are dropped. A finished hypothesis scores
     $\log p(y) / (|y| + 1)^\alpha$ (eq-ch9-length-norm; the length counts ``eos``). Returns the
     finished hypotheses sorted by score, best first (stable: ties keep finishing order); empty if
-    none finished. With ``beam_size >= V ** max_len`` it equals :func:`exhaustive_search`."""
+    none finished. With ``beam_size >= V ** max_len`` it equals :func:`exhaustive_search`.
+
+    With a list `trace`, each step appends the list of its best ``2 * beam_size`` candidates of
+    finite log-prob, in the order the search ranks them, as dicts ``{"prefix": tokens so far,
+    "token", "log_prob": cumulative, "kept": in the beam, "finished": kept and eos}`` (what
+    `seqmodels.diagrams.beam_tree_figure` draws); it changes nothing else."""
     _check_search(max_len, bos, eos)
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"expected an integer beam_size >= 1, got {beam_size!r}")
@@ -321,6 +327,21 @@ def beam_search(
         V = lp.shape[1]
         flat = totals.flatten()
         nxt = []
+        if trace is not None:
+            ranked = flat.sort(descending=True, stable=True).indices[: 2 * beam_size].tolist()
+            trace.append(
+                [
+                    {
+                        "prefix": tuple(live[i // V][0]),
+                        "token": i % V,
+                        "log_prob": float(flat[i]),
+                        "kept": rank < beam_size,
+                        "finished": rank < beam_size and i % V == eos,
+                    }
+                    for rank, i in enumerate(ranked)
+                    if math.isfinite(float(flat[i]))
+                ]
+            )
         for index in order.tolist():
             h, token = divmod(index, V)
             y, total = live[h][0], float(flat[index])

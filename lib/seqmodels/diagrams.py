@@ -15,6 +15,8 @@ its argument (a model, or a size), so a diagram cannot show a model the library 
 - `encoder_decoder_figure`: a `Seq2Seq`'s encoder and decoder with the routes of its ``context``
   (Chapter 6's eq-ch6-init, eq-ch6-input, eq-ch6-output), or its attention (Chapter 7);
 - `teacher_forcing_figure`: the decoder fed the reference prefix beside it fed its own outputs;
+- `beam_tree_figure`: the candidates a beam search ranked at each step, kept, finished or pruned
+  (Chapter 9), from the search's own trace;
 - `block_figure`: Transformer blocks side by side, the norm after each residual sum (post-LN) or
   before each sublayer (pre-LN), read from each block's ``norm_first``.
 """
@@ -462,5 +464,46 @@ def stacked_rnn_figure(rnn, steps: int = 4) -> Figure:
     count = f"{layers} layer{'s' if layers > 1 else ''}"
     ax.set_title(f"{kind}: {count}, {'both directions' if both else 'left to right'}",
                  fontsize=FONT, loc="left")  # fmt: skip
+    fig.tight_layout(pad=0.1)
+    return fig
+
+
+def beam_tree_figure(trace: list, words: dict[int, str], eos: int = 1, beam: int | None = None):
+    r"""The tree a beam search explored, from its `trace` (`seqmodels.decoding.beam_search` with
+    ``trace=[]``): one column per step, one node per ranked candidate — kept in the beam (blue),
+    kept and ended by ``</s>`` (orange, finished), or pruned (grey) — joined to the prefix it
+    extends and labelled with its word and the cumulative probability $p(y_{\le t})$."""
+    import math
+
+    if not trace:
+        raise ValueError("expected the trace of at least one step")
+    name = {**words, eos: "</s>"}
+    rows = max(len(step) for step in trace)
+    dx, dy = 1.9, 0.78
+    xlim = (-0.55, dx * len(trace) + 0.75)
+    ylim = (-dy * (rows - 1) - 0.45, 0.5)
+    height = FIGURE_WIDTH * (ylim[1] - ylim[0]) / (xlim[1] - xlim[0]) + 0.55
+    fig, ax = _canvas(height, xlim, ylim)
+    _box(ax, 0, 0, "<s>", w=0.7, h=0.42, face=OTHER_COLOR)
+    where = {(): (0.0, 0.0)}  # a kept prefix → its node's centre
+    for t, step in enumerate(trace, start=1):
+        x = dx * t
+        for r, c in enumerate(step):
+            y = -dy * r
+            face = TARGET_COLOR if c["finished"] else STATE if c["kept"] else "white"
+            p = math.exp(c["log_prob"])
+            _box(ax, x, y, f"{name.get(c['token'], c['token'])}  {p:.2f}", w=1.25, h=0.42,
+                 face=face, color=INK if c["kept"] else "#aaaaaa")  # fmt: skip
+            parent = where.get(tuple(c["prefix"]))
+            if parent is not None:
+                start = (parent[0] + (0.35 if parent[0] == 0 else 0.63), parent[1])
+                _arrow(ax, start, (x - 0.63, y), lw=1.0 if c["kept"] else 0.7,
+                       color=FORWARD if c["kept"] else "#aaaaaa",
+                       ls="-" if c["kept"] else "--")  # fmt: skip
+            if c["kept"] and not c["finished"]:
+                where[(*c["prefix"], c["token"])] = (x, y)
+    size = beam if beam is not None else max(sum(c["kept"] for c in step) for step in trace)
+    ax.set_title(f"beam of {size}: kept (blue), finished (orange), pruned (grey)", fontsize=FONT,
+                 loc="left")  # fmt: skip
     fig.tight_layout(pad=0.1)
     return fig
