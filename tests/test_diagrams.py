@@ -44,6 +44,7 @@ DRAWN = {
     "teacher forcing": lambda: diagrams.teacher_forcing_figure(4),
     "stacked": lambda: diagrams.stacked_rnn_figure(nn.RNN(3, 4, num_layers=2)),
     "bidirectional": lambda: diagrams.stacked_rnn_figure(nn.GRU(3, 4, bidirectional=True)),
+    "attention": lambda: diagrams.attention_figure([0.1, 0.6, 0.3], ["a", "b", "c"]),
     "blocks": lambda: diagrams.block_figure(
         EncoderBlock(16, 2, 32, norm_first=False), EncoderBlock(16, 2, 32, norm_first=True)
     ),
@@ -218,3 +219,20 @@ def test_the_beam_tree_draws_what_the_search_ranked_and_changes_nothing(beam):
     assert len(nodes) == sum(len(step) for step in toy) == 6
     assert "</s>  0.36" in nodes and "a  0.60" in nodes  # b </s> beats a's best ending
     assert fig.axes[0].get_title(loc="left").startswith("beam of 2")
+
+
+def test_the_look_up_shows_each_keys_weight_as_the_attention_computed_it():
+    import torch
+
+    from seqmodels.attention import scaled_dot_attention
+
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(1, 1, 8, generator=g), torch.randn(1, 5, 8, generator=g)
+    _, weights = scaled_dot_attention(q, k, k)
+    fig = diagrams.attention_figure(weights[0, 0])
+    shown = [t for t in texts(fig) if t.startswith(r"$\alpha_")]
+    assert shown == [
+        rf"$\alpha_{{{j + 1}}}$ = {a:.2f}" for j, a in enumerate(weights[0, 0].tolist())
+    ]
+    with pytest.raises(ValueError, match="summing to 1"):
+        diagrams.attention_figure([0.5, 0.6])

@@ -17,6 +17,7 @@ its argument (a model, or a size), so a diagram cannot show a model the library 
 - `teacher_forcing_figure`: the decoder fed the reference prefix beside it fed its own outputs;
 - `beam_tree_figure`: the candidates a beam search ranked at each step, kept, finished or pruned
   (Chapter 9), from the search's own trace;
+- `attention_figure`: one query's soft look-up with the weights an attention computed (Chapter 7);
 - `block_figure`: Transformer blocks side by side, the norm after each residual sum (post-LN) or
   before each sublayer (pre-LN), read from each block's ``norm_first``.
 """
@@ -505,5 +506,43 @@ def beam_tree_figure(trace: list, words: dict[int, str], eos: int = 1, beam: int
     size = beam if beam is not None else max(sum(c["kept"] for c in step) for step in trace)
     ax.set_title(f"beam of {size}: kept (blue), finished (orange), pruned (grey)", fontsize=FONT,
                  loc="left")  # fmt: skip
+    fig.tight_layout(pad=0.1)
+    return fig
+
+
+def attention_figure(weights, keys: list[str] | None = None) -> Figure:
+    r"""One query's soft look-up (eq-attention) with the weights an attention computed: the query
+    $\mathbf q$ scores every key $\mathbf k_j$, the softmax gives $\alpha_j$ (each arrow's width and
+    label), and the context $\mathbf c = \sum_j \alpha_j \mathbf v_j$ averages the values."""
+    import torch
+
+    alpha = torch.as_tensor(weights, dtype=torch.float64).flatten()
+    if alpha.numel() < 2 or bool((alpha < 0).any()) or abs(float(alpha.sum()) - 1) > 1e-6:
+        raise ValueError(
+            "expected the weights of one query: two or more, non-negative, summing to 1"
+        )
+    n = alpha.numel()
+    names = [""] * n if keys is None else list(keys)
+    if len(names) != n:
+        raise ValueError(f"expected {n} key names, got {len(names)}")
+    dx = 1.45
+    xlim = (-0.2, dx * (n - 1) + 2.4)
+    ylim = (-0.5, 3.35)
+    fig, ax = _canvas(FIGURE_WIDTH * (ylim[1] - ylim[0]) / (xlim[1] - xlim[0]) + 0.2, xlim, ylim)
+    centre = dx * (n - 1) / 2 + 0.5
+    _box(ax, centre, 2.95, r"query $\mathbf{q}$", w=1.6, face=STATE)
+    _box(ax, centre, -0.2, r"$\mathbf{c} = \sum_j \alpha_j \mathbf{v}_j$", w=2.4, face=TARGET_COLOR)
+    for j, (a, name) in enumerate(zip(alpha.tolist(), names, strict=True)):
+        x = 0.5 + dx * j
+        label = rf"$\mathbf{{k}}_{{{j + 1}}}, \mathbf{{v}}_{{{j + 1}}}$" + (
+            f"\n{name}" if name else ""
+        )
+        _box(ax, x, 1.35, label, w=1.2, h=0.8, face=OTHER_COLOR)
+        _arrow(ax, (centre, 2.65), (x, 1.78), lw=0.8, color="#777777")
+        _arrow(ax, (x, 0.93), (centre + (x - centre) * 0.25, 0.1), lw=0.6 + 5 * a,
+               color=TARGET_COLOR)  # fmt: skip
+        ax.text(x + 0.05, 0.72, rf"$\alpha_{{{j + 1}}}$ = {a:.2f}", ha="left", va="center",
+                fontsize=FONT)  # fmt: skip
+    ax.text(0.0, 2.45, "score, then\nsoftmax", ha="left", va="center", fontsize=FONT)
     fig.tight_layout(pad=0.1)
     return fig
