@@ -597,6 +597,7 @@ def graded_in_process(
     from ps1_submissions import fill
     from seqmodels.grading import capture, references
     from seqmodels.grading.compare import judge
+    from seqmodels.grading.properties import judge as judge_property
 
     source = ROOT / "solutions" / ps / f"{ps}.ipynb"
     refs, manifest = references.load(source.parent / "references", ps)
@@ -621,8 +622,14 @@ def graded_in_process(
     for task, entry in manifest["tasks"].items():
         if "training" in entry:
             continue
+        checks = entry.get("checks", {})  # cases judged by a property of the captured values
         for case in entry["cases"]:
-            verdicts[task, case] = judge(case, captured.get((task, case)), refs[task][case])
+            if case in checks:
+                verdicts[task, case] = judge_property(
+                    case, captured.get((task, case)), refs[task][case], checks[case]
+                )
+            else:
+                verdicts[task, case] = judge(case, captured.get((task, case)), refs[task][case])
         scores[task] = (sum(verdicts[task, c].passed for c in entry["cases"]), len(entry["cases"]))
     return scores, verdicts
 

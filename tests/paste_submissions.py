@@ -1,4 +1,4 @@
-"""'Paste' submissions for Problem Sets 1, 2 and 3: the course library's code, pasted, as the answers.
+"""'Paste' submissions for Problem Sets 1, 2, 3 and 5: the course library's code, pasted, as the answers.
 
 A helper for the grading round trips (not a test module itself). Issue 28 asks that no part-A task
 be answerable by calling or pasting library code: the sandbox hides the library's models from the
@@ -93,6 +93,24 @@ Problem Set 3 (`seqmodels.gated`, `rnn`, `softmax`, `train`):
   `torch.optim.Adam` in `state` and calls the three, all forbidden in this task.
 - Task 6 `cifg_training` has no answer cell: it trains with Task 5's step.
 
+Problem Set 5 (`seqmodels.transformer`, `attention`, `rnn`, `decoding`):
+
+- Task 1 `gqa_attention`: `transformer.MultiHeadAttention` (its biases zero), run on the task's
+  tensors (`functional_call`) with ``causal=True``, and the keys and values of its own `_heads`
+  split. The library has no grouped-query attention: the adapter answers only ``G = H`` (repeating
+  the key-value heads is the equation the task asks for) and raises otherwise.
+- Task 2 (the cache): the library has no key-value cache, so a call with a cache raises.
+- Task 3 `lm_log_probs`: `transformer.TransformerLM` with learned positions, pre-LN and ReLU, run
+  on the task's tensors (its embedding divided by the √d it multiplies by, its attention biases
+  zero), then `log_softmax`; ``G = H`` and no cache only, as Task 1.
+- Task 4 `train_step`: the library's training loops' step (`F.cross_entropy`, `clip_grad_norm_`,
+  the optimiser given), on Task 3's function: torch's loss is forbidden in this task.
+- Task 5 `lm_training` has no answer cell: it trains with Task 4's step (and Task 3's model, which
+  raises for the set's ``G = 2``).
+- Task 6: `decoding.temperature` then `log_softmax`; `decoding.top_p_filter` (the kept tokens are
+  its finite entries); `decoding.beam_search`'s best hypothesis. The cases on the student's own
+  model call Task 3's function, which raises for ``G < H``.
+
 Each set's paste is graded in its round trip's smoke profile, where the training task (B2–B4, 4
 points) is not run. Its metric tiers (B3, B4) need every case of the trajectory task (B1) to pass;
 `paste_bound` adds the 0.5 point of B2 ("runs end to end") as the most the training can add.
@@ -117,8 +135,8 @@ FUTURE = "from __future__ import annotations"
 #: the most parts A and B's autograded points a paste may earn together (the design guide, §5)
 SHARE = 0.20
 #: parts A and B's points of each set, and the points of its training task's B2 tier ("runs")
-AB_POINTS = {"ps1": 14, "ps2": 14, "ps3": 14}
-RUNS_POINTS = {"ps1": 0.5, "ps2": 0.5, "ps3": 0.5}
+AB_POINTS = {"ps1": 14, "ps2": 14, "ps3": 14, "ps5": 14}
+RUNS_POINTS = {"ps1": 0.5, "ps2": 0.5, "ps3": 0.5, "ps5": 0.5}
 
 
 def pasted_module(name: str, done: set[str]) -> str:
@@ -466,6 +484,93 @@ def adam_step(params, state, batch, lr, max_norm):
     return loss.item()
 '''
 
+_PS5_ATTENTION = '''
+# ---- adapter: transformer.MultiHeadAttention (no grouped-query attention, no cache) ----
+def _library_attention(d, n_heads, Wq, Wk, Wv, Wo):
+    mha = MultiHeadAttention(d, n_heads)
+    zeros = torch.zeros(d, dtype=Wq.dtype, device=Wq.device)
+    tensors = {"q_proj.weight": Wq, "k_proj.weight": Wk, "v_proj.weight": Wv, "out_proj.weight": Wo}
+    tensors |= {f"{k}_proj.bias": zeros for k in ("q", "k", "v", "out")}
+    return mha, tensors
+
+
+def gqa_attention(params, x, n_heads, n_kv_heads, cache=None):
+    """MultiHeadAttention with causal=True; its keys and values split by its own _heads."""
+    if n_kv_heads != n_heads or cache is not None:
+        raise NotImplementedError("the library has no grouped-query attention and no cache")
+    B, T, d = x.shape
+    mha, tensors = _library_attention(d, n_heads, params["Wq"], params["Wk"], params["Wv"], params["Wo"])
+    y, _ = torch.func.functional_call(mha, tensors, (x,), {"causal": True})
+    K = mha._heads(x @ params["Wk"].T).view(B, n_heads, T, d // n_heads)
+    V = mha._heads(x @ params["Wv"].T).view(B, n_heads, T, d // n_heads)
+    return y, (K, V)
+'''
+
+_PS5_LM = '''
+# ---- adapter: transformer.TransformerLM (learned positions, pre-LN), then log_softmax ----
+def lm_log_probs(params, tokens, n_heads, n_kv_heads, caches=None):
+    """TransformerLM run on the task's tensors; no grouped-query attention, no cache."""
+    if n_kv_heads != n_heads or caches is not None:
+        raise NotImplementedError("the library has no grouped-query attention and no cache")
+    (V, d), layers = params["E"].shape, sum(1 for k in params if k.endswith(".Wq"))
+    d_ff, max_len = params["L0.W1"].shape[0], params["P"].shape[0]
+    model = TransformerLM(V, d, n_heads, layers, d_ff, max_len, positions="learned")
+    zeros = torch.zeros(d, dtype=params["E"].dtype, device=params["E"].device)
+    tensors = {
+        "embed.embedding.weight": params["E"] / math.sqrt(d),
+        "embed.positions.embedding.weight": params["P"],
+        "norm.weight": params["lnf.g"], "norm.bias": params["lnf.b"],
+        "output.weight": params["W_out"], "output.bias": params["b_out"],
+    }
+    for i in range(layers):
+        L, b = f"L{i}", f"blocks.{i}"
+        for mine, theirs in (("Wq", "q_proj"), ("Wk", "k_proj"), ("Wv", "v_proj"), ("Wo", "out_proj")):
+            tensors[f"{b}.self_attn.{theirs}.weight"] = params[f"{L}.{mine}"]
+            tensors[f"{b}.self_attn.{theirs}.bias"] = zeros
+        for mine, theirs in (("W1", "linear1.weight"), ("b1", "linear1.bias"), ("W2", "linear2.weight"),
+                             ("b2", "linear2.bias"), ("ln1.g", "norm1.weight"), ("ln1.b", "norm1.bias"),
+                             ("ln2.g", "norm2.weight"), ("ln2.b", "norm2.bias")):
+            tensors[f"{b}.{theirs}"] = params[f"{L}.{mine}"]
+    logits, _ = torch.func.functional_call(model, tensors, (tokens,))
+    K = [None] * layers
+    return torch.log_softmax(logits, dim=-1), K
+'''
+
+_PS5_TRAIN = '''
+# ---- adapter: the library's training step (F.cross_entropy, clip_grad_norm_), on Task 3's model ----
+def train_step(params, optimizer, batch, lr, max_norm, n_heads, n_kv_heads):
+    """One step as the library's train_lm takes it."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    log_probs, _ = lm_log_probs(params, batch[:, :-1], n_heads, n_kv_heads)
+    loss = F.cross_entropy(log_probs.reshape(-1, log_probs.shape[-1]), batch[:, 1:].reshape(-1))
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(list(params.values()), max_norm)
+    optimizer.step()
+    return loss.item()
+'''
+
+_PS5_DECODERS = """
+# ---- adapter: decoding.temperature, top_p_filter and beam_search ----
+_library_temperature = temperature
+
+
+def with_temperature(log_probs, t):
+    return torch.log_softmax(_library_temperature(log_probs, t), dim=-1)
+
+
+def top_p_mask(log_probs, p):
+    return top_p_filter(log_probs, p) > -math.inf
+
+
+def beam_search(next_log_probs, beam_size, max_len, bos, eos, alpha, _library_beam=beam_search):
+    found = _library_beam(next_log_probs, beam_size, max_len, bos, eos, alpha)
+    if not found:
+        return torch.zeros(0, dtype=torch.int64), -math.inf
+    return torch.tensor(found[0].tokens, dtype=torch.int64), found[0].score
+"""
+
 #: answer cell → (the library modules its paste needs, its adapter); a module already pasted in an
 #: earlier cell is not pasted again
 _PLAN: dict[str, dict[str, tuple[list[str], str]]] = {
@@ -492,10 +597,21 @@ _PLAN: dict[str, dict[str, tuple[list[str], str]]] = {
         "verb_gradient_norms": ([], _PS3_NORMS),
         "adam_step": ([], _PS3_ADAM),
     },
+    "ps5": {
+        "gqa_attention": (["seqmodels.transformer"], _PS5_ATTENTION),
+        "lm_log_probs": ([], _PS5_LM),
+        "train_step": ([], "import torch.nn.functional as F\n" + _PS5_TRAIN),
+        "decoders": (["seqmodels.decoding"], _PS5_DECODERS),
+    },
 }
 
 #: the graded tasks of parts A and B of each set, with no answer cell of their own (training)
-TRAINING = {"ps1": "ffn_training", "ps2": "rnn_training", "ps3": "cifg_training"}
+TRAINING = {
+    "ps1": "ffn_training",
+    "ps2": "rnn_training",
+    "ps3": "cifg_training",
+    "ps5": "lm_training",
+}
 
 
 def paste_answers(ps: str) -> dict[str, str]:

@@ -248,6 +248,33 @@ def ps3_full(tmp_path_factory):
     return _grade_full(tmp_path_factory, "ps3", replacements)
 
 
+@pytest.fixture(scope="module")
+def ps5_full(tmp_path_factory):
+    """PS5: also part B's bugs of the training step (tests/ps5_submissions.py: a model that does
+    not learn, targets not shifted, no clipping, the previous step's gradients left in) and a model
+    that peeks at the next token when it is evaluated."""
+    import nbformat
+
+    from ps1_submissions import solution_answers
+    from ps5_submissions import WRONG, ps5_cheat
+
+    answers = solution_answers(nbformat.read(ROOT / "solutions/ps5/ps5.ipynb", as_version=4))
+    replacements = {name: {WRONG[bug][0]: WRONG[bug][1]} for name, bug in PS5_TRAINING_BUGS.items()}
+    replacements["peeks-at-the-next-token"] = {"lm_log_probs": ps5_cheat(answers["lm_log_probs"])}
+    return _grade_full(tmp_path_factory, "ps5", replacements)
+
+
+#: PS5's submissions with a bug in the training step (its name in tests/ps5_submissions.py)
+PS5_TRAINING_BUGS = {
+    "does-not-learn": "train_does_not_learn",
+    "targets-not-shifted": "train_targets_not_shifted",
+    "clipping-missing": "train_clipping_missing",
+    "gradients-left-in": "train_gradients_of_the_previous_step_left_in",
+}
+#: a training task's points where they are not 4
+TRAINING_POINTS = {"lm_training": 3.0}
+
+
 def _training_section(graded, student: str, task: str) -> str:
     from grading_helpers import feedback
 
@@ -259,20 +286,22 @@ def _training_points(graded, student: str, task: str) -> float:
     import re
 
     section = _training_section(graded, student, task)
-    return float(re.match(r"([\d.]+) of 4 points", section).group(1))
+    points = TRAINING_POINTS.get(task, 4)
+    return float(re.match(rf"([\d.]+) of {points:g} points", section).group(1))
 
 
 FULL_PROFILE = [
     ("ps1_full", "ffn_training"),
     ("ps2_full", "rnn_training"),
     ("ps3_full", "cifg_training"),
+    ("ps5_full", "lm_training"),
 ]
 
 
 @pytest.mark.parametrize(("fixture", "task"), FULL_PROFILE)
 def test_the_solution_earns_every_tier_and_the_blank_none(request, fixture, task):
     graded = request.getfixturevalue(fixture)
-    assert _training_points(graded, "solution", task) == 4
+    assert _training_points(graded, "solution", task) == TRAINING_POINTS.get(task, 4)
     assert _training_points(graded, "blank", task) == 0
     assert float(graded["rows"]["solution"]["autograded"]) == 14
     assert float(graded["rows"]["blank"]["score"]) == 0
@@ -301,6 +330,12 @@ CHEATS = [
         "cifg_training",
         "rule-for-the-grader",
         "no better on held-out text than on its last training batch",
+    ),
+    (
+        "ps5_full",
+        "lm_training",
+        "peeks-at-the-next-token",
+        "each row depends on its own context only",
     ),
 ]
 
@@ -480,3 +515,12 @@ def test_the_held_out_sentences_are_drawn_with_the_solutions_seed_only():
     stored = training_spec({k: v for k, v in AGREE_SPEC.items() if k != "heldout_seed"}, "ab" * 32)
     assert stored["heldout_seed"] == heldout.heldout_seed("ab" * 32)
     assert "heldout_seed" not in training_spec(SPEC, "ab" * 32)  # the KJV's set is read, not drawn
+
+
+@pytest.mark.parametrize("student", sorted(PS5_TRAINING_BUGS))
+def test_ps5s_training_step_bugs_earn_only_the_runs_tier_and_fail_the_trajectory(ps5_full, student):
+    """Each trains for every step and answers the grader (B2), but its trajectory (B1) fails, so
+    the held-out tiers are not paid, whatever perplexity the model reaches."""
+    section = _training_section(ps5_full, student, "lm_training")
+    assert _training_points(ps5_full, student, "lm_training") == RUNS, section
+    assert "FAIL" in section.split("the trajectory", 1)[1][:200], section

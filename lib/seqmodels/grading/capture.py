@@ -143,15 +143,25 @@ class Checker:
         compute: Callable[[], object],
         expected: object = None,
         device: str | torch.device | None = None,
+        check: tuple[str, dict] | None = None,
     ) -> None:
         """Run ``compute()`` and capture its value as case `name`; an exception is captured too.
 
         With `expected`, the case is public: the student sees at once whether it matches, and
         how not. With `device`, every tensor in the result must be on that device (the inputs').
+        With `check` (``(name, settings)`` of a property of `seqmodels.grading.properties`), the
+        grader judges the case by that property of the captured values, not against the
+        reference's; only the solution's run counts (the manifest stores the name and settings).
         """
         record: dict[str, object] = {"task": self.task, "kind": "case", "case": name}
         if device is not None:
             record["device"] = torch.device(device).type
+        if check is not None:
+            from .properties import PROPERTIES
+
+            if check[0] not in PROPERTIES:  # the author's error: say so now
+                raise ValueError(f"unknown property {check[0]!r}; known: {sorted(PROPERTIES)}")
+            record["check"] = {"name": check[0], "settings": dict(check[1])}
         try:
             value = compute()
             record["data"] = _encode(flatten(value))

@@ -555,6 +555,7 @@ class JudgeCaptures(NbGraderPreprocessor):
 
     def _judge(self, grade_id, name, task, refs, kernel, sources, grader) -> list[NotebookNode]:
         from .compare import Verdict, judge
+        from .properties import judge as judge_property
         from .records import capture_records
 
         records = list(capture_records(kernel, name))
@@ -562,8 +563,15 @@ class JudgeCaptures(NbGraderPreprocessor):
         for record in records:
             if record["kind"] == "case" and "case" in record:
                 found.setdefault(record["case"], []).append(record)
+        checks = task.get("checks", {})  # cases judged by a property of the captured values
         verdicts = [
-            judge(case, found[case][0] if case in found else None, refs[case])
+            (
+                judge_property(
+                    case, found[case][0] if case in found else None, refs[case], checks[case]
+                )
+                if case in checks
+                else judge(case, found[case][0] if case in found else None, refs[case])
+            )
             if len(found.get(case, [])) < 2
             else Verdict(case, False, "captured more than once, so none of the captures counts")
             for case in task["cases"]

@@ -42,6 +42,17 @@ SCHEMA = {
             "additionalProperties": {"type": "string", "maxLength": 1000},
         },
         "forbidden": {"type": "array", "items": _NAME, "maxItems": 20},
+        # a case judged by a property of its captured values (`seqmodels.grading.properties`):
+        # its name and settings, read from the solution's run only
+        "check": {
+            "type": "object",
+            "required": ["name", "settings"],
+            "additionalProperties": False,
+            "properties": {
+                "name": {"type": "string", "maxLength": 100},
+                "settings": {"type": "object", "maxProperties": 20},
+            },
+        },
         # a training task (`seqmodels.grading.training`): its specification (read from the
         # solution's run only), and the answer to the grader's evaluation request
         "training": {"type": "object", "maxProperties": 10},

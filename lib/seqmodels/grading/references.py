@@ -170,6 +170,9 @@ def build(
             index = len(entry["cases"])
             entry["cases"].append(record["case"])
             values = decode(record["data"])
+            if record.get("check"):  # judged by a property of the captured values
+                _check_property(task, record, values)
+                entry.setdefault("checks", {})[record["case"]] = record["check"]
             entry["dtypes"].append(
                 {path: str(v.dtype).removeprefix("torch.") for path, v in values.items()}
             )
@@ -192,6 +195,17 @@ def build(
         "tasks": tasks,
     }
     return tensors, manifest
+
+
+def _check_property(task: str, record: dict, values: dict) -> None:
+    """The solution's own capture of a case judged by a property must have it."""
+    from .properties import judge
+
+    verdict = judge(record["case"], record, values, record["check"])
+    if not verdict.passed:
+        raise RuntimeError(
+            f"the solution fails case {record['case']!r} of {task}: {verdict.message}"
+        )
 
 
 class ReferencesMismatch(RuntimeError):
