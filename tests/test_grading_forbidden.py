@@ -264,6 +264,28 @@ def test_the_grader_holds_a_task_for_review_on_what_ran(window, reason):
     assert len(reasons) == 1 and reason in reasons[0], reasons
 
 
+def test_dynamo_turned_off_around_torch_optims_step_is_not_compiled_code():
+    """What `torch.optim.Adam.step` runs under `torch._disable_dynamo` (measured with torch 2.13),
+    against what a function compiled with `torch.compile(backend="eager")` runs."""
+    adam = [
+        "torch._dynamo.eval_frame.DisableContext.__call__.<locals>._fn",
+        "torch._dynamo.eval_frame.DisableContext.__init__",
+        "torch._dynamo.eval_frame._TorchDynamoContext.__init__",
+        "torch._dynamo.eval_frame._callback_from_stance",
+        "torch._dynamo.eval_frame.innermost_backend",
+        "torch._dynamo.eval_frame.innermost_fn",
+        "torch._dynamo.eval_frame.nothing",
+    ]
+    assert JudgeCaptures()._reasons(TASK, _records(), _window(calls=adam)) == []
+    compiled = [
+        *adam,
+        "torch._dynamo.eval_frame.OptimizeContext.__init__.<locals>.on_enter",
+        "torch._dynamo.eval_frame._TorchDynamoContext.__call__.<locals>.compile_wrapper",
+    ]
+    reasons = JudgeCaptures()._reasons(TASK, _records(), _window(calls=compiled))
+    assert len(reasons) == 1 and "compiled code" in reasons[0], reasons
+
+
 def test_a_clean_window_or_a_task_without_rules_is_not_held():
     clean = _window(calls=["torch._VariableFunctionsClass.bmm", "torch.softmax", "__main__.f"])
     assert JudgeCaptures()._reasons(TASK, _records(), clean) == []
