@@ -157,7 +157,7 @@ def pasted_module(name: str, done: set[str]) -> str:
             lines[start:end] = []
         elif node.level == 1:
             target = f"seqmodels.{node.module}"
-            if target in hidden:
+            if _needs_paste(target, hidden):
                 if target not in done:
                     done.add(target)
                     before.insert(0, pasted_module(target, done))
@@ -170,6 +170,24 @@ def pasted_module(name: str, done: set[str]) -> str:
                 lines[start:end] = [f"from {target} import {imported}"]
     header = f"# ---- pasted: the source of {name} (inspect.getsource) ----"
     return "\n\n".join([*before, header + "\n" + "\n".join(lines)])
+
+
+def _needs_paste(name: str, hidden: set[str]) -> bool:
+    """Whether module `name` must be pasted rather than imported: it is hidden, or a module the
+    sandbox keeps that imports a hidden one (PS4's `seqmodels.rnn_tasks` imports `seqmodels.rnn`),
+    which fails in the sandbox however it is imported."""
+    if name in hidden:
+        return True
+    try:
+        text = inspect.getsource(importlib.import_module(name))
+    except (ImportError, OSError, TypeError):
+        return False
+    return any(
+        isinstance(node, ast.ImportFrom)
+        and node.level == 1
+        and _needs_paste(f"seqmodels.{node.module}", hidden)
+        for node in ast.parse(text).body
+    )
 
 
 def _paste(names: list[str], done: set[str]) -> str:
