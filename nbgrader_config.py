@@ -58,8 +58,8 @@ c.CourseDirectory.ignore = [
     "feedback",
     "references",
     "README.md",
-    "training_seeds.json",
-    "bar_seeds.json",
+    "training_seeds*.json",  # the reference's seeds, and a variant's (PS4's model without attention)
+    "bar_seeds.json",  # PS3's Elman RNN over seeds (benchmarks/ps3_elman_bar.py)
 ]
 # Submissions from an LMS: its download (zip or tar.gz archives, or the notebooks themselves) goes in
 # grading/downloaded/<ps>/archive/; `nbgrader zip_collect <ps>` copies each <student>/<ps>.ipynb or

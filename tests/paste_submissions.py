@@ -1,4 +1,4 @@
-"""'Paste' submissions for Problem Sets 1, 2, 3 and 5: the course library's code, pasted, as the answers.
+"""'Paste' submissions for Problem Sets 1 to 5: the course library's code, pasted, as the answers.
 
 A helper for the grading round trips (not a test module itself). Issue 28 asks that no part-A task
 be answerable by calling or pasting library code: the sandbox hides the library's models from the
@@ -93,6 +93,25 @@ Problem Set 3 (`seqmodels.gated`, `rnn`, `softmax`, `train`):
   `torch.optim.Adam` in `state` and calls the three, all forbidden in this task.
 - Task 6 `cifg_training` has no answer cell: it trains with Task 5's step.
 
+Problem Set 4 (`seqmodels.attention`, `rnn`, `seq2seq`, `train`):
+
+- Task 1 `masked_attention`: `attention.scaled_dot_attention`, which returns `(context, weights)`
+  with padded keys masked (its `masked_softmax` turns a row with no real key into zeros with
+  `nan_to_num`).
+- Task 2 `masked_attention_backward`: nothing in the library differentiates attention by hand (its
+  gradients are autograd's): left unanswered.
+- Task 3 `masked_token_nll`: `rnn.masked_sequence_nll`, which calls `F.cross_entropy` (torch's
+  losses are forbidden in this task).
+- Task 4 `g2p_log_probs`: `seq2seq.Seq2Seq(attention="scaled_dot")` run on the task's tensors
+  (`functional_call`), then `F.log_softmax`. The library's decoder has no input feeding, so the
+  adapter gives its GRU the embedding's columns of `dec_W_ih` only: right only where the weights on
+  the fed-back state are zero.
+- Task 5 `g2p_greedy_decode`: `seq2seq.translate` with that model, its outputs padded with `</s>`
+  to `max_len`.
+- Task 6 `train_step`: the body of `seq2seq.train_seq2seq`'s loop (`Seq2Seq.loss`, which calls
+  `F.cross_entropy`, then `clip_grad_norm_` and the optimiser's step) on the task's model.
+- Task 7 `g2p_training` has no answer cell: it trains with Task 6's step.
+
 Problem Set 5 (`seqmodels.transformer`, `attention`, `rnn`, `decoding`):
 
 - Task 1 `gqa_attention`: `transformer.MultiHeadAttention` (its biases zero), run on the task's
@@ -135,8 +154,8 @@ FUTURE = "from __future__ import annotations"
 #: the most parts A and B's autograded points a paste may earn together (the design guide, §5)
 SHARE = 0.20
 #: parts A and B's points of each set, and the points of its training task's B2 tier ("runs")
-AB_POINTS = {"ps1": 14, "ps2": 14, "ps3": 14, "ps5": 14}
-RUNS_POINTS = {"ps1": 0.5, "ps2": 0.5, "ps3": 0.5, "ps5": 0.5}
+AB_POINTS = {"ps1": 14, "ps2": 14, "ps3": 14, "ps4": 14, "ps5": 14}
+RUNS_POINTS = {"ps1": 0.5, "ps2": 0.5, "ps3": 0.5, "ps4": 0.5, "ps5": 0.5}
 
 
 def pasted_module(name: str, done: set[str]) -> str:
@@ -156,7 +175,7 @@ def pasted_module(name: str, done: set[str]) -> str:
             lines[start:end] = []
         elif node.level == 1:
             target = f"seqmodels.{node.module}"
-            if target in hidden:
+            if _needs_paste(target, hidden):
                 if target not in done:
                     done.add(target)
                     before.insert(0, pasted_module(target, done))
@@ -169,6 +188,24 @@ def pasted_module(name: str, done: set[str]) -> str:
                 lines[start:end] = [f"from {target} import {imported}"]
     header = f"# ---- pasted: the source of {name} (inspect.getsource) ----"
     return "\n\n".join([*before, header + "\n" + "\n".join(lines)])
+
+
+def _needs_paste(name: str, hidden: set[str]) -> bool:
+    """Whether module `name` must be pasted rather than imported: it is hidden, or a module the
+    sandbox keeps that imports a hidden one (PS4's `seqmodels.rnn_tasks` imports `seqmodels.rnn`),
+    which fails in the sandbox however it is imported."""
+    if name in hidden:
+        return True
+    try:
+        text = inspect.getsource(importlib.import_module(name))
+    except (ImportError, OSError, TypeError):
+        return False
+    return any(
+        isinstance(node, ast.ImportFrom)
+        and node.level == 1
+        and _needs_paste(f"seqmodels.{node.module}", hidden)
+        for node in ast.parse(text).body
+    )
 
 
 def _paste(names: list[str], done: set[str]) -> str:
@@ -484,6 +521,91 @@ def adam_step(params, state, batch, lr, max_norm):
     return loss.item()
 '''
 
+# ------------------------------------------------------------------ Problem Set 4's adapters
+
+_PS4_ATTENTION = '''
+# ---- adapter: attention.scaled_dot_attention, as it is ----
+def masked_attention(q, k, v, key_mask):
+    """Scaled dot-product attention over the real keys: (context, weights)."""
+    return scaled_dot_attention(q, k, v, key_mask)
+'''
+
+_PS4_BACKWARD = '''
+# ---- nothing in the library differentiates attention by hand: left unanswered ----
+def masked_attention_backward(q, k, v, key_mask, d_context):
+    """The gradients (dq, dk, dv) of masked_attention's context, by hand."""
+    # YOUR CODE HERE
+    raise NotImplementedError()
+'''
+
+_PS4_NLL = '''
+# ---- adapter: rnn.masked_sequence_nll, as it is ----
+def masked_token_nll(logits, targets, mask):
+    """Mean of -log softmax(logits)[target] over the real positions: ()."""
+    return masked_sequence_nll(logits, targets, mask)
+'''
+
+_PS4_MODEL = '''
+# ---- adapter: Seq2Seq(attention="scaled_dot") on the task's tensors; the library's decoder has no
+# input feeding, so its GRU gets dec_W_ih's embedding columns only ----
+def _library_model(params):
+    (V_x, m), H = params["E_x"].shape, params["enc_W_hh"].shape[1]
+    model = Seq2Seq(V_x, params["E_y"].shape[0], m, H, attention="scaled_dot")
+    tensors = {
+        "encoder.embedding.weight": params["E_x"],
+        "encoder.rnn.weight_ih_l0": params["enc_W_ih"], "encoder.rnn.weight_hh_l0": params["enc_W_hh"],
+        "encoder.rnn.bias_ih_l0": params["enc_b_ih"], "encoder.rnn.bias_hh_l0": params["enc_b_hh"],
+        "embedding.weight": params["E_y"],
+        "rnn.weight_ih_l0": params["dec_W_ih"][:, :m], "rnn.weight_hh_l0": params["dec_W_hh"],
+        "rnn.bias_ih_l0": params["dec_b_ih"], "rnn.bias_hh_l0": params["dec_b_hh"],
+        "combine.weight": params["W_c"], "out.weight": params["W_y"], "out.bias": params["b_y"],
+    }
+    return model.to(params["W_y"].dtype), tensors
+
+
+def g2p_log_probs(params, src, tgt_in):
+    """Teacher-forced log-probabilities (B, T, V_y) of the library's attention encoder-decoder."""
+    model, tensors = _library_model(params)
+    mask = src != EOS
+    batch = PairBatch(src, mask.sum(dim=1).cpu(), mask, tgt_in, tgt_in, torch.ones_like(mask[:, :1]))
+    logits, _ = torch.func.functional_call(model, tensors, (batch,))
+    return torch.log_softmax(logits, dim=-1)
+'''
+
+_PS4_DECODE = '''
+# ---- adapter: seq2seq.translate with that model, padded with </s> ----
+def g2p_greedy_decode(params, src, max_len):
+    """Greedy decoding: (N, max_len) int64 phoneme ids, </s> after the first </s>."""
+    model, tensors = _library_model(params)
+    model.load_state_dict({k: v.detach() for k, v in tensors.items()})
+    model.to(src.device)
+    sources = [[int(x) for x in row if x != EOS] for row in src]
+    outputs = translate(model, sources, max_len=max_len).outputs
+    out = torch.full((len(sources), max_len), EOS, dtype=torch.int64, device=src.device)
+    for i, ids in enumerate(outputs):
+        out[i, : len(ids)] = torch.tensor(ids, dtype=torch.int64)
+    return out
+'''
+
+_PS4_STEP = '''
+# ---- adapter: the body of seq2seq.train_seq2seq's loop (Seq2Seq.loss calls F.cross_entropy) ----
+def train_step(params, optimizer, src, tgt, max_norm):
+    """One teacher-forced step: the loss before the update, as a float."""
+    model, tensors = _library_model(params)
+    mask = src != EOS
+    _, tgt_mask = pair_masks(src, tgt)
+    batch = PairBatch(src, mask.sum(dim=1).cpu(), mask, tgt[:, :-1], tgt[:, 1:], tgt_mask)
+    logits, _ = torch.func.functional_call(model, tensors, (batch,))
+    loss = masked_sequence_nll(logits, batch.tgt_out, batch.tgt_mask)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(list(params.values()), max_norm)
+    optimizer.step()
+    return loss.item()
+'''
+
+# ------------------------------------------------------------------ Problem Set 5's adapters
+
 _PS5_ATTENTION = '''
 # ---- adapter: transformer.MultiHeadAttention (no grouped-query attention, no cache) ----
 def _library_attention(d, n_heads, Wq, Wk, Wv, Wo):
@@ -597,6 +719,14 @@ _PLAN: dict[str, dict[str, tuple[list[str], str]]] = {
         "verb_gradient_norms": ([], _PS3_NORMS),
         "adam_step": ([], _PS3_ADAM),
     },
+    "ps4": {
+        "masked_attention": (["seqmodels.attention"], _PS4_ATTENTION),
+        "masked_attention_backward": ([], _PS4_BACKWARD),
+        "masked_token_nll": (["seqmodels.rnn"], _PS4_NLL),
+        "g2p_log_probs": (["seqmodels.seq2seq"], _PS4_MODEL),
+        "g2p_greedy_decode": ([], _PS4_DECODE),
+        "train_step": ([], _PS4_STEP),
+    },
     "ps5": {
         "gqa_attention": (["seqmodels.transformer"], _PS5_ATTENTION),
         "lm_log_probs": ([], _PS5_LM),
@@ -610,6 +740,7 @@ TRAINING = {
     "ps1": "ffn_training",
     "ps2": "rnn_training",
     "ps3": "cifg_training",
+    "ps4": "g2p_training",
     "ps5": "lm_training",
 }
 

@@ -1,5 +1,8 @@
-"""Submissions that dodged PS4's `teacher_forcing` rule (no torch losses) before the trace window
+"""Submissions that dodged PS4's `masked_token_nll` rule (no torch losses) before the trace window
 (issue 27), honest ones that must stay unflagged, and `grade_teacher_forcing`, which grades one.
+
+(The dodges were written against PS4's earlier `teacher_forcing` task, whose `masked_token_nll` the
+rebuilt set keeps as Task 3, with the same rule: `CASES` and `POINTS` are that task's.)
 
 A helper for tests/test_grading_forbidden.py (not a test module itself). Each dodge computes
 `masked_token_nll` with `F.cross_entropy` and returned right values, so it earned full points:
@@ -28,7 +31,9 @@ import nbformat
 from ps4_submissions import _ANSWERS
 
 ROOT = Path(__file__).resolve().parents[1]
-SOL = _ANSWERS["teacher_forcing"]
+SOL = _ANSWERS["masked_token_nll"]
+#: the cases of the task the dodges answer, and its points
+CASES, POINTS = 10, 1
 TORCH_LOSS = """
 
 def _torch_loss(logits, targets, mask):
@@ -129,6 +134,8 @@ _solution_nll = masked_token_nll
 
 def masked_token_nll(logits, targets, mask):
     found = _table.get(_key((logits, targets, mask)))
+    if logits.requires_grad:  # a looked-up value has no graph: the gradient case gets the honest one
+        return _solution_nll(logits, targets, mask)
     return found if found is not None else _solution_nll(logits, targets, mask) * 0
 """
 )
@@ -177,7 +184,7 @@ get_ipython().events.register("pre_run_cell", _reopen)
 """
 )
 PROCESS = (
-    SOL
+    SOL.replace("def masked_token_nll(", "def _honest_nll(")
     + """
 
 import multiprocessing as _mp
@@ -193,6 +200,8 @@ _mp.get_context("fork").Process(target=_serve, args=(_there,), daemon=True).star
 
 
 def masked_token_nll(logits, targets, mask):
+    if logits.requires_grad:  # a tensor with a graph does not cross the pipe: the honest one
+        return _honest_nll(logits, targets, mask)
     _here.send((logits, targets, mask))
     return _here.recv()
 """
@@ -233,7 +242,7 @@ def masked_token_nll(logits, targets, mask):
 
 
 def grade_teacher_forcing(answer: str, before_test=(), sandbox: str = "none"):
-    """Grade PS4's set-up cell, `answer` as the `teacher_forcing` answer cell, the cells
+    """Grade PS4's set-up cell, `answer` as the `masked_token_nll` answer cell, the cells
     `before_test`, and the test cell (hidden cases included), as `make grade` does (`GuardedExecute`
     then `JudgeCaptures`, with the stored references). Returns (points, held for review, the
     grader's texts in the test cell, the window's record, seconds, the grader's texts in the
@@ -242,7 +251,7 @@ def grade_teacher_forcing(answer: str, before_test=(), sandbox: str = "none"):
 
     source = nbformat.read(ROOT / "solutions" / "ps4" / "ps4.ipynb", as_version=4)
     setup, _, test = (copy.deepcopy(source.cells[i]) for i in (1, 9, 10))
-    assert test.metadata["nbgrader"]["grade_id"] == "test_teacher_forcing"
+    assert test.metadata["nbgrader"]["grade_id"] == "test_masked_token_nll"
     answer_cell = copy.deepcopy(source.cells[9])
     answer_cell.source = answer
     extra = [nbformat.v4.new_code_cell(code) for code in before_test]
@@ -252,9 +261,9 @@ def grade_teacher_forcing(answer: str, before_test=(), sandbox: str = "none"):
     references = str(ROOT / "solutions")
     start = time.monotonic()
     GuardedExecute(sandbox=sandbox, references_root=references).preprocess(nb, resources)
-    window = state(resources).get("windows", {}).get("test_teacher_forcing")
+    window = state(resources).get("windows", {}).get("test_masked_token_nll")
     JudgeCaptures(references_root=references).preprocess(nb, resources)
-    points, review = state(resources)["scores"]["test_teacher_forcing"]
+    points, review = state(resources)["scores"]["test_masked_token_nll"]
     seconds = time.monotonic() - start
     texts = [[o.get("data", {}).get("text/plain", "") for o in c.outputs] for c in nb.cells]
     other = "\n".join(t for cell in texts[:-1] for t in cell)

@@ -264,6 +264,28 @@ def test_the_grader_holds_a_task_for_review_on_what_ran(window, reason):
     assert len(reasons) == 1 and reason in reasons[0], reasons
 
 
+def test_dynamo_turned_off_around_torch_optims_step_is_not_compiled_code():
+    """What `torch.optim.Adam.step` runs under `torch._disable_dynamo` (measured with torch 2.13),
+    against what a function compiled with `torch.compile(backend="eager")` runs."""
+    adam = [
+        "torch._dynamo.eval_frame.DisableContext.__call__.<locals>._fn",
+        "torch._dynamo.eval_frame.DisableContext.__init__",
+        "torch._dynamo.eval_frame._TorchDynamoContext.__init__",
+        "torch._dynamo.eval_frame._callback_from_stance",
+        "torch._dynamo.eval_frame.innermost_backend",
+        "torch._dynamo.eval_frame.innermost_fn",
+        "torch._dynamo.eval_frame.nothing",
+    ]
+    assert JudgeCaptures()._reasons(TASK, _records(), _window(calls=adam)) == []
+    compiled = [
+        *adam,
+        "torch._dynamo.eval_frame.OptimizeContext.__init__.<locals>.on_enter",
+        "torch._dynamo.eval_frame._TorchDynamoContext.__call__.<locals>.compile_wrapper",
+    ]
+    reasons = JudgeCaptures()._reasons(TASK, _records(), _window(calls=compiled))
+    assert len(reasons) == 1 and "compiled code" in reasons[0], reasons
+
+
 def test_a_clean_window_or_a_task_without_rules_is_not_held():
     clean = _window(calls=["torch._VariableFunctionsClass.bmm", "torch.softmax", "__main__.f"])
     assert JudgeCaptures()._reasons(TASK, _records(), clean) == []
@@ -509,7 +531,7 @@ def test_names_are_read_from_the_profilers_descriptions():
 
 # ------------------------------------------------------------------ the dodges, graded for real
 
-# each earned PS4's teacher_forcing in full before the trace window (issue 27)
+# each earned PS4's teacher_forcing (now masked_token_nll) in full before the trace window (issue 27)
 DODGES = {
     "cut: 2,100 fresh functions and record_function labels first": dodges.CUT,
     "cut: more distinct names than the window keeps": dodges.CUT_PAST_THE_LIMIT,
@@ -526,7 +548,8 @@ DODGES = {
 def test_every_dodge_of_a_rule_is_held_for_review(dodge):
     points, review, text, window, _, _ = dodges.grade_teacher_forcing(DODGES[dodge])
     assert review and points == 0, text
-    assert "held for review" in text and "13 of 13 cases passed" in text, text
+    cases = f"{dodges.CASES} of {dodges.CASES} cases passed"
+    assert "held for review" in text and cases in text, text
 
 
 @pytest.mark.grading
@@ -539,6 +562,6 @@ def test_threads_tqdm_a_dataloader_helpers_and_a_check_of_its_own_are_not_flagge
         dodges.HONEST, dodges.HONEST_BEFORE
     )
     assert "raised" not in other, other
-    assert (points, review) == (2, False), text
+    assert (points, review) == (dodges.POINTS, False), text
     assert window["intact"] and not window["cut"] and not window["processes"]
     assert any(name.endswith("._my_nll") for name in window["calls"])  # run by the pool's threads

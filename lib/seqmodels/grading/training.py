@@ -5,12 +5,14 @@ that this module builds from a data specification (`KJVWindows`), then hands the
 `Training` object. The kernel decides nothing:
 
 - `Training.curve` captures the training losses, one per step (``kind: "curve"``);
-- `Training.model` registers the function that maps contexts to log-probabilities. After the test
+- `Training.model` registers the function that maps contexts to log-probabilities (and, for a
+  task that decodes, others by name: ``decode``, greedy ids of sources). After the test
   cell, the grader sends an **evaluation request** of its own (`request`): contexts of held-out
-  text the kernel could not read before (`seqmodels.grading.heldout` builds them in the grader's
-  process), a probe, and the last training batch. `answer` runs the model on them inside
-  `torch.inference_mode()` (no backward pass, no optimiser step) and emits the log-probability
-  rows as capture records (``kind: "rows"``). The grader computes the metric from them.
+  data the kernel could not read before (`seqmodels.grading.heldout` builds them in the grader's
+  process), a probe, and the last training batch; each call names the registered function it runs
+  (`Call`). `answer` runs them inside `torch.inference_mode()` (no backward pass, no optimiser
+  step) and emits what they return as capture records (``kind: "rows"``): log-probability rows,
+  or the ids a decoder chose. The grader validates them and computes the metric itself.
 
 The data pipeline is library code, so the test cell and the grader build the same batches.
 """
@@ -29,9 +31,21 @@ from safetensors.torch import load, save
 from .capture import MIME, origins
 
 # one `answer` record holds at most 256 tokens' rows (256 × 1,538 float32 ≈ 1.6 MB, 2.1 MB in base64;
-# records hold 8 MB): a call of rows of T tokens is answered 256 // T rows at a time
+# records hold 8 MB): a call of rows of T tokens is answered 256 // T rows at a time; a call of a
+# function that returns ids (``decode``: a few dozen int64 per row) 256 rows at a time
 CHUNK_ROWS = 256
-_MODELS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], torch.device]] = {}
+#: task → (registered functions by name, device)
+_MODELS: dict[str, tuple[dict[str, Callable[..., torch.Tensor]], torch.device]] = {}
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of an evaluation request: the registered function named `function` run on `args`,
+    tensors whose first dimension counts the rows (answered a chunk of rows at a time). A call
+    given as a bare tensor is ``Call("log_probs", (tensor,))``."""
+
+    function: str
+    args: tuple[torch.Tensor, ...]
 
 
 @dataclass(frozen=True)
@@ -163,10 +177,70 @@ class AgreementSentences:
         return next(islice(self.batches(), self.steps - 1, None))
 
 
-DATA = {"KJVWindows": KJVWindows, "KJVStream": KJVStream, "AgreementSentences": AgreementSentences}
+@dataclass(frozen=True)
+class G2PPairs:
+    """Grapheme-to-phoneme pairs of the CMU dictionary's training split (`seqmodels.data.load_g2p`:
+    one pair per pronunciation of each training word of at most `max_letters` letters), drawn
+    `batch` at a time for `steps` steps from a generator seeded with `seed`. A batch is
+    ``(src, tgt)``: ``src (batch, S)`` the letter ids padded with ``</s>`` (id 1, never a letter)
+    to the batch's longest word, ``tgt (batch, T + 2)`` the phoneme ids written
+    ``<s> y_1 .. y_T </s>`` and padded with ``</s>`` after that (`written`). The decoder reads
+    ``tgt[:, :-1]`` and predicts ``tgt[:, 1:]`` up to its first ``</s>``."""
+
+    max_letters: int = 10
+    batch: int = 64
+    steps: int = 1000
+    seed: int = 0
+
+    def g2p(self):
+        from ..data import load_g2p
+
+        return load_g2p()
+
+    def vocabulary(self):
+        """The target (phoneme) vocabulary: the rows' width of a teacher-forced answer."""
+        return self.g2p().phonemes
+
+    def pairs(self) -> list[tuple[list[int], list[int]]]:
+        """Every training pair ``(letter ids, phoneme ids)`` of at most `max_letters` letters."""
+        return self.g2p().pairs("train", max_letters=self.max_letters)
+
+    @staticmethod
+    def written(pairs) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(src, tgt)`` of `pairs` (see the class), int64, padded with ``</s>``."""
+        eos = 1
+        width = max(len(s) for s, _ in pairs)
+        length = max(len(t) for _, t in pairs)
+        src = torch.full((len(pairs), width), eos, dtype=torch.int64)
+        tgt = torch.full((len(pairs), length + 2), eos, dtype=torch.int64)
+        tgt[:, 0] = 0  # <s>
+        for i, (s, t) in enumerate(pairs):
+            src[i, : len(s)] = torch.as_tensor(list(s), dtype=torch.int64)
+            tgt[i, 1 : len(t) + 1] = torch.as_tensor(list(t), dtype=torch.int64)
+        return src, tgt
+
+    def batches(self, pairs=None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The `steps` training batches ``(src, tgt)``, always the same ones."""
+        pairs = self.pairs() if pairs is None else pairs
+        generator = torch.Generator().manual_seed(self.seed)
+        for _ in range(self.steps):
+            pick = torch.randint(len(pairs), (self.batch,), generator=generator).tolist()
+            yield self.written([pairs[i] for i in pick])
+
+    def last_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch of the last step (the grader's check that the evaluated model is the trained one)."""
+        return next(islice(self.batches(), self.steps - 1, None))
 
 
-def data_from(spec: dict) -> KJVWindows | KJVStream | AgreementSentences:
+DATA = {
+    "KJVWindows": KJVWindows,
+    "KJVStream": KJVStream,
+    "AgreementSentences": AgreementSentences,
+    "G2PPairs": G2PPairs,
+}
+
+
+def data_from(spec: dict) -> KJVWindows | KJVStream | AgreementSentences | G2PPairs:
     """The data specification a manifest stores (``{"kind": "KJVWindows", ...fields}``)."""
     fields = dict(spec)
     kind = fields.pop("kind", None)
@@ -186,7 +260,7 @@ class Training:
     def __init__(
         self,
         task: str,
-        data: KJVWindows | KJVStream | AgreementSentences,
+        data: KJVWindows | KJVStream | AgreementSentences | G2PPairs,
         tiers: dict,
         functions: list[str] = (),
         requires: list[str] = (),
@@ -218,31 +292,48 @@ class Training:
         display({MIME: record}, raw=True)
 
     def model(
-        self, log_probs: Callable[[torch.Tensor], torch.Tensor], device: torch.device | str = "cpu"
+        self,
+        log_probs: Callable[..., torch.Tensor] | None = None,
+        device: torch.device | str = "cpu",
+        **functions: Callable[..., torch.Tensor],
     ) -> None:
         """Register the trained model. For `KJVWindows`, ``log_probs(contexts)`` maps ``(N, window)``
         int64 contexts to ``(N, V)`` log-probabilities of the next token; for `KJVStream`,
         ``log_probs(inputs)`` maps ``(N, T)`` int64 inputs, read from a zero state, to ``(N, T, V)``
-        log-probabilities of the token after each position. Inputs arrive on `device`. The
-        grader's request calls it after this cell."""
-        _MODELS[self.task] = (log_probs, torch.device(device))
+        log-probabilities of the token after each position; for `G2PPairs`,
+        ``log_probs(src, tgt_in)`` gives the teacher-forced ``(N, T, V)`` log-probabilities and
+        ``decode(src)`` the greedy ids ``(N, L)`` int64, ``</s>`` after the first ``</s>``. Other
+        functions are registered by name, as ``decode`` is. Inputs arrive on `device`. The
+        grader's request calls them after this cell."""
+        named = {"log_probs": log_probs, **functions}
+        _MODELS[self.task] = (
+            {k: f for k, f in named.items() if f is not None},
+            torch.device(device),
+        )
 
     def done(self) -> None:
         display({MIME: {"task": self.task, "kind": "done"}}, raw=True)
         print(f"✓ {self.task}: training finished — the grader evaluates the model after this cell")
 
 
-def request(task: str, nonce: str, calls: dict[str, torch.Tensor]) -> str:
-    """The code of the grader's evaluation request: `calls` are named ``(N, window)`` contexts."""
-    payload = base64.b64encode(save({k: v.contiguous() for k, v in calls.items()})).decode()
+def request(task: str, nonce: str, calls: dict[str, torch.Tensor | Call]) -> str:
+    """The code of the grader's evaluation request: `calls` are named `Call`s (a bare tensor: the
+    contexts of a ``log_probs`` call)."""
+    calls = {k: c if isinstance(c, Call) else Call("log_probs", (c,)) for k, c in calls.items()}
+    tensors = {f"{k}/{i}": a.contiguous() for k, c in calls.items() for i, a in enumerate(c.args)}
+    functions = {k: c.function for k, c in calls.items()}
+    payload = base64.b64encode(save(tensors)).decode()
     return (
         "from seqmodels.grading.training import answer as __seqmodels_answer\n"
-        f"__seqmodels_answer({task!r}, {nonce!r}, {payload!r})"
+        f"__seqmodels_answer({task!r}, {nonce!r}, {payload!r}, {functions!r})"
     )
 
 
-def answer(task: str, nonce: str, payload: str) -> None:
-    """Run the registered model on each call's contexts (no gradients) and emit its rows."""
+def answer(task: str, nonce: str, payload: str, functions: dict[str, str] | None = None) -> None:
+    """Run the registered functions on each call's arguments (no gradients) and emit what they
+    return: ``log_probs`` rows as float32, any other function's result (``decode``'s ids) as it
+    is (the grader checks its dtype and shape). `functions` names each call's function
+    (``log_probs`` where it names none)."""
 
     def emit(**fields) -> None:
         display({MIME: {"task": task, "kind": "rows", "nonce": nonce, **fields}}, raw=True)
@@ -251,15 +342,29 @@ def answer(task: str, nonce: str, payload: str) -> None:
     if registered is None:
         emit(call="", chunk=0, error="no model was registered (Training.model was not called)")
         return
-    log_probs, device = registered
-    for call, contexts in sorted(load(base64.b64decode(payload)).items()):
-        per_chunk = max(1, CHUNK_ROWS // contexts.shape[1])
-        for chunk, start in enumerate(range(0, len(contexts), per_chunk)):
+    models, device = registered
+    tensors = load(base64.b64decode(payload))
+    grouped: dict[str, dict[int, torch.Tensor]] = {}
+    for key, tensor in tensors.items():
+        call, _, index = key.rpartition("/")
+        grouped.setdefault(call, {})[int(index)] = tensor
+    for call, parts in sorted(grouped.items()):
+        args = [parts[i] for i in range(len(parts))]
+        name = (functions or {}).get(call, "log_probs")
+        fn = models.get(name)
+        if fn is None:
+            emit(call=call, chunk=0, error=f"no model was registered for {name!r} (Training.model)")
+            return
+        tokens = args[-1].shape[1] if name == "log_probs" and args[-1].ndim > 1 else 1
+        per_chunk = max(1, CHUNK_ROWS // max(1, tokens))
+        for chunk, start in enumerate(range(0, len(args[0]), per_chunk)):
             try:
                 with torch.inference_mode():
-                    rows = log_probs(contexts[start : start + per_chunk].to(device))
-                rows = torch.Tensor(rows).detach().to("cpu", torch.float32).contiguous()
-                emit(call=call, chunk=chunk, data=base64.b64encode(save({"rows": rows})).decode())
+                    rows = fn(*(a[start : start + per_chunk].to(device) for a in args))
+                rows = torch.Tensor(rows).detach().to("cpu") if name == "log_probs" else rows
+                rows = rows.to(torch.float32) if name == "log_probs" else rows.detach().to("cpu")
+                data = base64.b64encode(save({"rows": rows.contiguous()})).decode()
+                emit(call=call, chunk=chunk, data=data)
             except Exception as error:  # noqa: BLE001 - the student's exception is the result
                 emit(call=call, chunk=chunk, error=f"{type(error).__name__}: {error}")
                 return
