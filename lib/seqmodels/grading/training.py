@@ -361,8 +361,10 @@ def answer(task: str, nonce: str, payload: str, functions: dict[str, str] | None
             try:
                 with torch.inference_mode():
                     rows = fn(*(a[start : start + per_chunk].to(device) for a in args))
-                rows = torch.Tensor(rows).detach().to("cpu") if name == "log_probs" else rows
-                rows = rows.to(torch.float32) if name == "log_probs" else rows.detach().to("cpu")
+                if name == "log_probs":  # float32 rows; other results as they are (ids)
+                    rows = torch.Tensor(rows).detach().to("cpu", torch.float32)
+                else:
+                    rows = rows.detach().to("cpu")
                 data = base64.b64encode(save({"rows": rows.contiguous()})).decode()
                 emit(call=call, chunk=chunk, data=data)
             except Exception as error:  # noqa: BLE001 - the student's exception is the result
