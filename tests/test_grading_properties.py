@@ -132,3 +132,16 @@ def test_a_capture_record_may_name_a_property_and_nothing_else_unbounded():
     assert not _VALIDATOR.is_valid({**record, "check": {"name": "x", "settings": {}, "more": 1}})
     many = {str(i): i for i in range(21)}
     assert not _VALIDATOR.is_valid({**record, "check": {"name": "x", "settings": many}})
+
+
+def test_a_kernel_naming_its_own_easier_check_is_judged_by_the_manifests():
+    """A hostile capture keeps every token and says, in its own record, that the property is top-p
+    at p = 1 (where keeping everything is right). The grader judges the case by the property and
+    settings the manifest stored from the solution's run (p = 0.5), so the case fails."""
+    everything = torch.ones(2, 4, dtype=torch.bool)
+    record = _captured({"log_probs": ROWS, "kept": everything})
+    record["check"] = {"name": "top_p_mask", "settings": {"p": 1.0}}
+    right = torch.tensor([[True, False, False, False], [False, False, True, True]])
+    stored = {"name": "top_p_mask", "settings": {"p": 0.5}}
+    verdict = properties.judge("c", record, {"log_probs": ROWS, "kept": right}, stored)
+    assert not verdict.passed
