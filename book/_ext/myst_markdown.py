@@ -16,6 +16,9 @@ import html
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from shown_code import object_lines
 
 ADMONITIONS = {
     "admonition",
@@ -77,6 +80,8 @@ class Resolved:
     format_glue: Callable[[str, str], str] | None = None  # (text/plain, format spec) -> text
     problems: list[str] = field(default_factory=list)  # what could not be resolved
     reading_time: str = ""  # the page's `{reading-time}` (claims.reading_minutes), "about 25 min"
+    # the page's folder: a ``literalinclude`` path is relative to it
+    source_dir: Path | None = None
 
 
 def to_markdown(source: str, resolved: Resolved) -> tuple[str, dict[str, dict[str, str]]]:
@@ -234,6 +239,8 @@ def _directive(
     if name in CODE:
         language = argument.split()[0] if argument else ""
         return [f"```{language}", *content, "```"]
+    if name == "literalinclude":
+        return _literal_include(argument, options, res)
     if name == "math":
         label = options.get("label")
         tag = _tag(label, res) if label else ""
@@ -269,6 +276,25 @@ def _directive(
     # anything else: its title in bold, then its content
     inner = _convert_block(content, res, attachments)
     return ([f"**{_inline(argument, res)}**", ""] if argument else []) + inner
+
+
+def _literal_include(argument: str, options: dict[str, str], res: Resolved) -> list[str]:
+    """The library code a page shows, read from the same file and object as Sphinx reads it."""
+    path = (res.source_dir or Path(".")) / argument
+    if not path.is_file():
+        res.problems.append(f"literalinclude: no file {argument!r}")
+        return []
+    if options.get("pyobject"):
+        try:
+            code = object_lines(path, options["pyobject"])
+        except KeyError as error:
+            res.problems.append(f"literalinclude: {error.args[0]}")
+            return []
+    else:
+        code = path.read_text(encoding="utf-8").splitlines()
+    caption = options.get("caption", "")
+    head = [f"*{_inline(caption, res)}*", ""] if caption else []
+    return [*head, "```python", *code, "```"]
 
 
 def _glue_block(name, argument, options, content, res, attachments) -> list[str]:

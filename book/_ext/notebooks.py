@@ -192,6 +192,7 @@ def _resolved(app: Sphinx, env: BuildEnvironment, docname: str, source: str) -> 
         if number:
             res.sections[label] = ".".join(map(str, number))
     res.reading_time = f"about {reading_minutes(source)} min"
+    res.source_dir = Path(env.doc2path(docname)).parent
     authors, entries = _bibliography(app)
     res.citations = authors
     res.cite_style = "label" if app.config.bibtex_reference_style == "label" else "author_year"

@@ -49,7 +49,16 @@ class FeedForwardLM(nn.Module):
         self.W = nn.Parameter(torch.zeros(vocab_size, in_dim)) if direct else None
 
     def forward(self, contexts: torch.Tensor) -> torch.Tensor:
-        """Logits ``y: (batch, vocab_size)`` for ``contexts: (batch, context_size)`` int64 token ids."""
+        """Eq. (eq-bengio): logits ``y: (batch, V)`` for ``contexts: (batch, n - 1)`` token ids."""
+        self._check_contexts(contexts)
+        x = self.C[contexts].flatten(1)  # (batch, (n - 1) m): the embeddings, oldest first
+        y = self.b + torch.tanh(self.d + x @ self.H.T) @ self.U.T
+        if self.W is not None:  # Bengio et al.'s optional direct connections
+            y = y + x @ self.W.T
+        return y
+
+    def _check_contexts(self, contexts: torch.Tensor) -> None:
+        """Refuse contexts of the wrong shape or type, or with ids outside the vocabulary."""
         if contexts.ndim != 2 or contexts.shape[1] != self.context_size:
             raise ValueError(
                 f"expected contexts of shape (batch, {self.context_size}), got {tuple(contexts.shape)}"
@@ -61,11 +70,6 @@ class FeedForwardLM(nn.Module):
             raise IndexError(
                 f"token id {bad} is outside the vocabulary (0 .. {self.vocab_size - 1})"
             )
-        x = self.C[contexts].flatten(1)  # (batch, context_size * embed_dim)
-        y = self.b + torch.tanh(self.d + x @ self.H.T) @ self.U.T
-        if self.W is not None:
-            y = y + x @ self.W.T
-        return y
 
     def n_parameters(self) -> int:
         """The number of trainable scalars."""

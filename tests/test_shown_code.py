@@ -1,0 +1,171 @@
+"""Each chapter shows the library code of the models it teaches, and every visible cell teaches.
+
+- `SHOWN` is the fixed list of (page, library object) pairs: every model a chapter introduces,
+  shown once in the book with ``literalinclude`` and ``:pyobject:`` (book/_ext/shown_code.py), so
+  the page and the library cannot drift. Each shown object fits a screen (at most `MAX_LINES`
+  lines) and opens with a one-line docstring that says what it implements.
+- Before an object goes on a page, check `solutions/README.md`'s lists of what each problem set asks
+  that neither the library nor the pages hold: nothing a set asks students to write is shown.
+- Every code cell a reader sees on the site (not tagged to hide its input) is model code, a check
+  against an oracle, or a training or evaluation call (`shown_code.classify_cell`): imports, tables,
+  plots, glue, claims and asserts are hidden or one-line library calls.
+
+The built pages are checked too (``built``): each shown object's code is on its page.
+"""
+
+import ast
+import html
+import re
+import sys
+from pathlib import Path
+
+import jupytext
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+from myst_markdown import Resolved, to_markdown  # noqa: E402
+from shown_code import (  # noqa: E402
+    HIDDEN_TAGS,
+    classify_cell,
+    literal_includes,
+    object_lines,
+    shown_objects,
+)
+
+LIB = ROOT / "lib"
+CHAPTERS = sorted((ROOT / "book").glob("ch*.md"))
+MAX_LINES = 30
+
+#: (page, library objects in the order the page shows them)
+SHOWN: dict[str, list[str]] = {
+    "ch01_language_models": ["seqmodels.feedforward.FeedForwardLM.forward"],
+    "ch02_backprop": [],
+    "ch03_rnn": [],
+    "ch04_gradients": [],
+    "ch05_gated": [],
+    "ch06_encoder_decoder": [],
+    "ch07_attention": [],
+    "ch08_transformers": [],
+    "ch09_decoding": [],
+}
+
+
+def _module_path(name: str) -> tuple[Path, str]:
+    """(the module's file, the object's qualified name) of ``seqmodels.rnn.ElmanRNN.forward``."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        path = LIB.joinpath(*parts[:cut]).with_suffix(".py")
+        if path.is_file():
+            return path, ".".join(parts[cut:])
+    raise AssertionError(f"no module of the library holds {name!r}")
+
+
+def test_the_list_names_every_chapter():
+    assert set(SHOWN) == {c.stem for c in CHAPTERS}
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_each_page_shows_the_models_on_its_list(chapter):
+    source = chapter.read_text(encoding="utf-8")
+    assert shown_objects(source) == SHOWN[chapter.stem]
+    for include in literal_includes(source):
+        assert include.pyobject, f"{include.path}: show one object (`:pyobject:`), not a whole file"
+        assert (chapter.parent / include.path).resolve().is_relative_to(LIB / "seqmodels")
+        assert "dedent" in include.options or "." not in include.pyobject, (
+            f"{include.pyobject}: a method is shown `:dedent:`"
+        )
+
+
+def test_no_object_is_shown_twice():
+    every = [name for names in SHOWN.values() for name in names]
+    assert len(every) == len(set(every)), sorted({n for n in every if every.count(n) > 1})
+
+
+@pytest.mark.parametrize("name", sorted({n for names in SHOWN.values() for n in names}))
+def test_a_shown_object_fits_a_screen_and_says_what_it_implements(name):
+    path, qualname = _module_path(name)
+    lines = object_lines(path, qualname)
+    assert len(lines) <= MAX_LINES, (
+        f"{name} is {len(lines)} lines; at most {MAX_LINES} go on a page"
+    )
+    node = ast.parse("\n".join(lines)).body[0]
+    doc = ast.get_docstring(node)
+    assert doc, f"{name} has no docstring"
+    first = doc.strip().splitlines()[0]
+    assert first.endswith("."), f"{name}'s docstring opens with one sentence, got {first!r}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_every_visible_cell_is_model_code_an_oracle_check_or_a_run(chapter):
+    notebook = jupytext.read(chapter)
+    failing = []
+    for cell in notebook.cells:
+        if cell.cell_type != "code" or HIDDEN_TAGS & set(cell.metadata.get("tags", [])):
+            continue
+        kind = classify_cell(cell.source)
+        if kind.kind not in {"model", "oracle", "run"}:
+            first = cell.source.strip().splitlines()[0][:60]
+            failing.append(f"{kind.kind} ({kind.why}): {first}")
+    assert not failing, f"{len(failing)} visible cells teach nothing:\n" + "\n".join(failing)
+
+
+# -- the classifier itself ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        ("import torch", "harness"),
+        ("from seqmodels.rnn import RNNLM", "harness"),
+        ("x = train_lm(model, data)\nassert x < 3", "harness"),
+        ("display(markdown_table(h, r))", "harness"),
+        ("fig, ax = plt.subplots()", "harness"),
+        ("caption = f'{n} steps'", "harness"),
+        ("glue('ch1_ppl', ppl)", "harness"),
+        ("ours = ElmanRNN(4, 8)\ntheirs = nn.RNN(4, 8)", "oracle"),
+        ("torch.testing.assert_close(ours, theirs)", "oracle"),
+        ("history = train_sentence_lm(model, batches, steps=300)", "run"),
+        ("ppl = model.perplexity(corpus.test)", "run"),
+        ("def step(h, x):\n    return torch.tanh(W @ h + U @ x)", "model"),
+        ("n = 3\nwords = ['a', 'b']", "neither"),
+    ],
+)
+def test_a_cell_is_classified_by_its_content(code, kind):
+    assert classify_cell(code).kind == kind
+
+
+def test_object_lines_read_what_pyobject_includes():
+    lines = object_lines(LIB / "seqmodels" / "metrics.py", "perplexity")
+    assert lines[0].startswith("def perplexity(")
+    with pytest.raises(KeyError, match="defines no 'nothing_here'"):
+        object_lines(LIB / "seqmodels" / "metrics.py", "nothing_here")
+
+
+def test_the_downloaded_notebook_shows_the_same_code():
+    source = (
+        "```{literalinclude} ../lib/seqmodels/metrics.py\n"
+        ":pyobject: perplexity\n:caption: seqmodels.metrics.perplexity\n```\n"
+    )
+    res = Resolved(source_dir=ROOT / "book")
+    markdown, _ = to_markdown(source, res)
+    code = "\n".join(object_lines(LIB / "seqmodels" / "metrics.py", "perplexity"))
+    assert f"```python\n{code}\n```" in markdown
+    assert "*seqmodels.metrics.perplexity*" in markdown
+    assert not res.problems
+    res = Resolved(source_dir=ROOT / "book")
+    to_markdown(source.replace("perplexity\n:caption", "gone\n:caption"), res)
+    assert res.problems and "defines no 'gone'" in res.problems[0]
+
+
+@pytest.mark.built
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_the_built_page_holds_each_shown_objects_code(chapter):
+    page = ROOT / "_build" / "html" / "book" / f"{chapter.stem}.html"
+    if not page.is_file():
+        pytest.fail(f"run `make book` first: {page.relative_to(ROOT)} is missing")
+    text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+    for name in SHOWN[chapter.stem]:
+        path, qualname = _module_path(name)
+        for line in object_lines(path, qualname):
+            assert line.strip() in text, f"{name}: {line.strip()!r} is not on {page.name}"
