@@ -6,7 +6,11 @@ cells import, the modules those import (transitively, absolute or relative impor
 of every package among them (``seqmodels.results``' stored runs), and ``requirements.txt``. Before the
 build reads any chapter (``builder-inited``) a chapter whose key changed loses its cache record and
 re-executes; the others keep theirs. So a change to ``decoding.py`` re-runs the chapters that import
-it, not all nine.
+it, not all nine. (The modules reached are `seqmodels.reach`'s.)
+
+The same hook points `seqmodels.model_cache` at ``_build/.model_cache`` (``SEQMODELS_MODEL_CACHE``,
+inherited by every chapter's kernel), so a model trained on one page with some code, data and seeds
+is loaded, not retrained, by another page that trains the same.
 
 `chapter_modules` and `chapter_key` import nothing from Sphinx and are unit-testable on any copy of
 the library.
@@ -14,44 +18,13 @@ the library.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
+import os
 from pathlib import Path
 
-PACKAGE = "seqmodels"
-
-
-def _imports(code: str, module: str | None = None, is_package: bool = False) -> set[str]:
-    """The ``seqmodels`` modules that `code` imports (`module` is its own name, for relative imports)."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:  # a cell with IPython magics: drop those lines and try again
-        code = "\n".join(x for x in code.splitlines() if not x.lstrip().startswith(("%", "!")))
-        tree = ast.parse(code)
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level and module:
-                parts = module.split(".")
-                parent = parts if is_package else parts[:-1]
-                parent = parent[: len(parent) - (node.level - 1)]
-                base = ".".join(parent + ([base] if base else []))
-            found.add(base)
-            found |= {f"{base}.{alias.name}" for alias in node.names}  # `from pkg import module`
-    return {name for name in found if name == PACKAGE or name.startswith(PACKAGE + ".")}
-
-
-def _file(lib: Path, module: str) -> tuple[Path | None, bool]:
-    path = lib.joinpath(*module.split("."))
-    if (path / "__init__.py").is_file():
-        return path / "__init__.py", True
-    if path.with_suffix(".py").is_file():
-        return path.with_suffix(".py"), False
-    return None, False  # `from seqmodels.x import name`: name is not a module
+from seqmodels.model_cache import ENV as MODEL_CACHE
+from seqmodels.reach import imports_of, reached_modules, source_digest
 
 
 def chapter_modules(source: str, lib: Path) -> dict[str, Path]:
@@ -59,36 +32,15 @@ def chapter_modules(source: str, lib: Path) -> dict[str, Path]:
     import jupytext
 
     cells = jupytext.reads(source, fmt="md:myst").cells
-    pending = set().union(*(_imports(c.source) for c in cells if c.cell_type == "code"))
-    reached: dict[str, Path] = {}
-    while pending:
-        module = pending.pop()
-        if module in reached:
-            continue
-        path, is_package = _file(lib, module)
-        if path is None:
-            continue
-        reached[module] = path
-        pending |= _imports(path.read_text(encoding="utf-8"), module, is_package) - set(reached)
-        parent = module.rpartition(".")[0]
-        if parent:
-            pending.add(parent)  # importing a.b runs a/__init__.py first
-    return reached
+    return reached_modules(
+        set().union(*(imports_of(c.source) for c in cells if c.cell_type == "code")), lib
+    )
 
 
 def chapter_key(source: str, lib: Path, requirements: Path) -> str:
     """A hash of everything a chapter's outputs depend on beyond its own code cells."""
     digest = hashlib.sha256(requirements.read_bytes() if requirements.is_file() else b"")
-    for module, path in sorted(chapter_modules(source, lib).items()):
-        files = [path]
-        if path.name == "__init__.py":  # a package's data files (stored runs, checkpoints)
-            files += sorted(
-                p for p in path.parent.iterdir() if p.is_file() and p.suffix not in {".py", ".pyc"}
-            )
-        for file in files:
-            digest.update(f"\0{module}:{file.name}\0".encode())
-            digest.update(file.read_bytes())
-    return digest.hexdigest()[:16]
+    return source_digest(chapter_modules(source, lib), digest).hexdigest()[:16]
 
 
 def _invalidate_changed_chapters(app) -> None:
@@ -98,6 +50,10 @@ def _invalidate_changed_chapters(app) -> None:
     logger = logging.getLogger(__name__)
     root = Path(app.srcdir)
     cache_path = Path(app.config.nb_execution_cache_path or ".jupyter_cache")
+    if not cache_path.is_absolute():
+        cache_path = Path(app.srcdir) / cache_path
+    # trained models are shared between pages (and builds) by content: `seqmodels.model_cache`
+    os.environ.setdefault(MODEL_CACHE, str((cache_path.parent / ".model_cache").resolve()))
     if app.config.nb_execution_mode != "cache":
         return
     import seqmodels
