@@ -51,7 +51,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check lib tests benchmarks book/_ext
 
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -m "not browser and not built"
+	$(BIN)/python -m pytest -m "not browser and not built" --durations=40
 
 site-test: $(STAMP)
 	$(BIN)/python -m pytest -m "browser or built"

@@ -15,25 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from book_pages import toc_pages
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("SEQMODELS_SITE") or ROOT / "_build" / "html").resolve()
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
-PAGES = [
-    "book/intro.html",
-    "book/ch01_language_models.html",
-    "book/ch02_backprop.html",
-    "book/ch03_rnn.html",
-    "book/ch04_gradients.html",
-    "book/ch05_gated.html",
-    "book/ch06_encoder_decoder.html",
-    "book/ch07_attention.html",
-    "book/ch08_transformers.html",
-    "book/ch09_decoding.html",
-    "book/problem_sets.html",
-]
+PAGES = toc_pages()  # every page of the book, in reading order
 PHONE = {"width": 400, "height": 850}
 
 
