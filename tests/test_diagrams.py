@@ -2,16 +2,26 @@
 gates, heads, positions, norms — read from the model or size they are drawn from."""
 
 import math
+from xml.etree import ElementTree
 
 import matplotlib
 import pytest
+from IPython.core.formatters import format_display_data
 from matplotlib.colors import same_color
 from matplotlib.text import Text
 from torch import nn
 
 from seqmodels import diagrams
 from seqmodels.gated import GRU, LSTM
-from seqmodels.plots import MIN_TEXT_PX, TARGET_COLOR, smallest_text_px, use_book_style
+from seqmodels.plots import (
+    DESKTOP_WIDTH_PX,
+    MIN_TEXT_PX,
+    PHONE_WIDTH_PX,
+    TARGET_COLOR,
+    shown_width_in,
+    smallest_text_px,
+    use_book_style,
+)
 from seqmodels.seq2seq import Seq2Seq
 from seqmodels.transformer import EncoderBlock, MultiHeadAttention
 
@@ -45,6 +55,7 @@ DRAWN = {
     "stacked": lambda: diagrams.stacked_rnn_figure(nn.RNN(3, 4, num_layers=2)),
     "bidirectional": lambda: diagrams.stacked_rnn_figure(nn.GRU(3, 4, bidirectional=True)),
     "attention": lambda: diagrams.attention_figure([0.1, 0.6, 0.3], ["a", "b", "c"]),
+    "beam tree": lambda: _toy_beam_tree(),
     "blocks": lambda: diagrams.block_figure(
         EncoderBlock(16, 2, 32, norm_first=False), EncoderBlock(16, 2, 32, norm_first=True)
     ),
@@ -52,10 +63,59 @@ DRAWN = {
 
 
 @pytest.mark.parametrize("name", DRAWN)
-def test_every_diagram_is_legible_on_a_phone(name):
+def test_every_diagram_is_legible_on_a_phone_and_on_a_desktop(name):
     fig = DRAWN[name]()
-    assert smallest_text_px(fig) >= MIN_TEXT_PX
+    for column in (PHONE_WIDTH_PX, DESKTOP_WIDTH_PX):  # a 400-px phone, a 1,400-px window
+        px = smallest_text_px(fig, column)
+        assert px >= MIN_TEXT_PX, f"{name}: smallest text {px:.2f} px in a {column}-px column"
     assert fig.get_size_inches()[0] <= diagrams.FIGURE_WIDTH
+
+
+def test_every_diagram_function_is_drawn_above(monkeypatch):
+    drawn: set[str] = set()
+    public = [n for n in dir(diagrams) if n.endswith("_figure") and not n.startswith("_")]
+    for name in public:
+        draw = getattr(diagrams, name)
+        monkeypatch.setattr(
+            diagrams, name, lambda *a, _d=draw, _n=name, **k: drawn.add(_n) or _d(*a, **k)
+        )
+    for make in DRAWN.values():
+        make()
+    assert drawn == set(public)
+
+
+def _svg_root(svg: str) -> ElementTree.Element:
+    root = ElementTree.fromstring(svg)
+    assert root.tag.endswith("svg")
+    return root
+
+
+@pytest.mark.parametrize("name", DRAWN)
+def test_every_diagram_displays_as_svg_that_scales_to_the_column(name):
+    diagram = DRAWN[name]()
+    bundle, _ = format_display_data(diagram)  # what glue(..., display=False) records
+    assert "image/svg+xml" in bundle and "image/png" not in bundle
+    root = _svg_root(bundle["image/svg+xml"])
+    x0, y0, w, h = map(float, root.get("viewBox").split())  # the browser scales it to fit
+    assert (x0, y0) == (0, 0) and w > 0 and h > 0
+    width_pt, height_pt = (float(root.get(a).removesuffix("pt")) for a in ("width", "height"))
+    assert width_pt / height_pt == pytest.approx(w / h)
+    # its own width never overflows the desktop column, and is at most the width legibility was
+    # measured at (a wider image would be shrunk more on a phone)
+    assert width_pt * 96 / 72 <= DESKTOP_WIDTH_PX
+    assert width_pt / 72 <= shown_width_in(diagram.figure) + 0.01
+    assert not matplotlib.pyplot.get_fignums()  # closed: a notebook shows it once, as SVG
+
+
+def test_a_glued_diagram_reaches_the_downloaded_notebook_as_svg():
+    """The book records each glued output's bundle; `notebooks.py` puts its first image, PNG before
+    SVG, into the downloaded notebook: a diagram's is its SVG."""
+    diagram = diagrams.unrolled_rnn_figure(3)
+    bundle, _ = format_display_data(diagram)
+    first = next(m for m in ("image/png", "image/svg+xml", "image/jpeg") if m in bundle)
+    assert first == "image/svg+xml"
+    assert diagram.svg() == bundle[first]  # deterministic: the same diagram, the same file
+    assert diagram.axes == diagram.figure.axes  # the figure's attributes, for tests and slides
 
 
 @pytest.mark.parametrize("steps", [1, 3, 5])
@@ -195,6 +255,14 @@ def _toy():
         return torch.tensor([0.0, *after.get(tuple(prefix), (1.0, 0.0, 0.0))], dtype=torch.float64)
 
     return from_distribution(distribution)
+
+
+def _toy_beam_tree():
+    from seqmodels.decoding import beam_search
+
+    trace: list = []
+    beam_search(_toy(), 2, 3, trace=trace)
+    return diagrams.beam_tree_figure(trace, {2: "a", 3: "b"}, beam=2)
 
 
 @pytest.mark.parametrize("beam", [1, 2, 3])

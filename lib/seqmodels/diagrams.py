@@ -1,8 +1,9 @@
 """Schematic diagrams of the book's models, drawn by code from the models' own configuration.
 
-Each function returns a matplotlib figure `FIGURE_WIDTH` wide whose text is at least
-`plots.MIN_TEXT_PX` high on a phone (`plots.smallest_text_px`), labelled with the symbols of the
-equation it illustrates. What a diagram counts — time steps, gates, heads, positions — is read from
+Each function returns a `Diagram`: a matplotlib figure (its `.figure`) `FIGURE_WIDTH` wide that
+displays, and is glued, as SVG; its text is at least `plots.MIN_TEXT_PX` high on a 400-px phone and
+in a 1,400-px window (`plots.smallest_text_px`), and it is labelled with the symbols of the equation
+it illustrates. What a diagram counts — time steps, gates, heads, positions — is read from
 its argument (a model, or a size), so a diagram cannot show a model the library does not build:
 
 - `stacked_rnn_figure`: a recurrent module's layers and directions (Chapter 3's eq-stacked-rnn);
@@ -24,11 +25,13 @@ its argument (a model, or a size), so a diagram cannot show a model the library 
 
 from __future__ import annotations
 
+import io
+
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-from .plots import FIGURE_WIDTH, OTHER_COLOR, SOURCE_COLOR, TARGET_COLOR
+from .plots import BOOK_STYLE, FIGURE_WIDTH, OTHER_COLOR, SOURCE_COLOR, TARGET_COLOR
 
 INK = "#222222"
 FORWARD = "#1d3557"  # values, left to right and bottom to top
@@ -37,6 +40,39 @@ GATE = "#e69f00"  # a sigmoid gate
 CANDIDATE = "#009e73"  # a tanh candidate
 STATE = SOURCE_COLOR
 FONT = 10.5  # points: 9.3 CSS px on a 400-px phone at FIGURE_WIDTH
+
+
+class Diagram:
+    """A drawn diagram that shows itself as SVG: in a notebook, and when a chapter glues it
+    (``glue("key", unrolled_rnn_figure(4), display=False)`` then ``{glue:figure}``), its display is
+    ``image/svg+xml`` — vector, sharp on any screen, scaled to the column by its ``viewBox``. The
+    matplotlib figure is `figure` (closed in pyplot, so a notebook shows it once, as SVG); any other
+    attribute is the figure's (``diagram.axes``, ``diagram.savefig(...)``)."""
+
+    def __init__(self, figure: Figure) -> None:
+        self.figure = figure
+        plt.close(figure)
+
+    def svg(self) -> str:
+        """The figure as an SVG document: text drawn as paths, stable ids, no date, cropped to what
+        is drawn (``bbox_inches="tight"``, as the book's other figures)."""
+        out = io.StringIO()
+        style = {k: BOOK_STYLE[k] for k in ("svg.fonttype", "svg.hashsalt")}
+        with plt.rc_context(style):
+            self.figure.savefig(out, format="svg", bbox_inches="tight", metadata={"Date": None})
+        return out.getvalue()
+
+    def _repr_svg_(self) -> str:
+        return self.svg()
+
+    def __getattr__(self, name: str):
+        if name == "figure":  # not set yet (e.g. while unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.figure, name)
+
+    def __repr__(self) -> str:
+        w, h = self.figure.get_size_inches()
+        return f"<Diagram {w:.2f} x {h:.2f} in>"
 
 
 def _box(ax, x, y, text, w=0.9, h=0.55, face="white", size=FONT, color=INK, lw=1.0) -> None:
@@ -80,7 +116,7 @@ def _canvas(height: float, xlim: tuple[float, float], ylim: tuple[float, float])
     return fig, ax
 
 
-def unrolled_rnn_figure(steps: int = 4, truncate: int | None = None) -> Figure:
+def unrolled_rnn_figure(steps: int = 4, truncate: int | None = None) -> Diagram:
     r"""The Elman RNN unrolled over `steps` steps: inputs $\mathbf x_t$, states $\mathbf h_t$ (from
     $\mathbf h_0$), predictions $\hat{\mathbf y}_t$ and losses $L_t$; forward arrows carry values,
     backward arrows $\partial L/\partial \mathbf h_t$. With ``truncate=k`` the steps are cut into
@@ -137,7 +173,7 @@ def unrolled_rnn_figure(steps: int = 4, truncate: int | None = None) -> Figure:
         ax.plot([], [], color=color, ls=ls, label=label)
     ax.legend(loc="upper left", bbox_to_anchor=(0.0, 0.02), ncols=1, frameon=False, fontsize=FONT)
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
 
 
 def _gates_of(cell) -> tuple[str, int]:
@@ -150,7 +186,7 @@ def _gates_of(cell) -> tuple[str, int]:
     return kind, weight.shape[0] // cell.hidden_size
 
 
-def gated_cell_figure(cell) -> Figure:
+def gated_cell_figure(cell) -> Diagram:
     r"""One step of `cell` (`seqmodels.gated.GRU`/`LSTM` or ``nn.GRU``/``nn.LSTM``): a box per gate
     block of its input weights (σ gates in orange, the tanh candidate in green), the inputs
     $\mathbf x_t$ and $\mathbf h_{t-1}$ below, and the additive path of the state along the top:
@@ -221,10 +257,10 @@ def gated_cell_figure(cell) -> Figure:
     title = "LSTM cell" if kind == "lstm" else "GRU cell"
     ax.set_title(f"{title}: {len(gates)} gate blocks of the weights", fontsize=FONT, loc="left")
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
 
 
-def causal_mask_figure(T: int = 6, tokens: list[str] | None = None) -> Figure:
+def causal_mask_figure(T: int = 6, tokens: list[str] | None = None) -> Diagram:
     r"""The causal mask of a decoder over `T` positions: query $i$ (a row) may read key $j$ (a
     column) only for $j \le i$ (filled); the rest is $-\infty$ before the softmax."""
     if T < 2:
@@ -263,10 +299,10 @@ def causal_mask_figure(T: int = 6, tokens: list[str] | None = None) -> Figure:
     for spine in ax.spines.values():
         spine.set_visible(False)
     fig.tight_layout(pad=0.2)
-    return fig
+    return Diagram(fig)
 
 
-def multi_head_figure(attention) -> Figure:
+def multi_head_figure(attention) -> Diagram:
     r"""A `seqmodels.transformer.MultiHeadAttention`: each of its ``n_heads`` heads projects $X$ with
     its own $W^Q_i, W^K_i, W^V_i$ ($d \to d_k$) and attends; the heads are concatenated and mixed by
     $W^O$ (eq-ch8-multihead)."""
@@ -289,7 +325,7 @@ def multi_head_figure(attention) -> Figure:
     ax.text(9.75, 4.35, f"{H} heads, $d = {d}$, $d_k = d/H = {d_k}$", ha="right", va="center",
             fontsize=FONT)  # fmt: skip
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
 
 
 def _block_panel(ax, pre: bool) -> None:
@@ -323,7 +359,7 @@ def _block_panel(ax, pre: bool) -> None:
     ax.set_title("pre-LN" if pre else "post-LN (the original)", fontsize=FONT)
 
 
-def block_figure(*blocks) -> Figure:
+def block_figure(*blocks) -> Diagram:
     r"""Transformer blocks (`seqmodels.transformer.EncoderBlock`/`DecoderBlock`) side by side, from
     the bottom up: without ``norm_first`` (post-LN, the original) the norm follows each residual
     sum; with it (pre-LN) each sublayer reads $\mathrm{LN}(\mathbf x)$ and the residual path from
@@ -338,10 +374,10 @@ def block_figure(*blocks) -> Figure:
         ax.axis("off")
         _block_panel(ax, bool(block.norm_first))
     fig.tight_layout(pad=0.2)
-    return fig
+    return Diagram(fig)
 
 
-def encoder_decoder_figure(model, source: int = 3, target: int = 3) -> Figure:
+def encoder_decoder_figure(model, source: int = 3, target: int = 3) -> Diagram:
     r"""A `seqmodels.seq2seq.Seq2Seq` over `source` input and `target` output steps: the encoder's
     states $\mathbf h^{\text{enc}}_j$ (left), the context $\mathbf c = \mathbf h^{\text{enc}}_n$,
     and the decoder's states $\mathbf h_t$ (right). The routes drawn are the model's ``context``:
@@ -392,10 +428,10 @@ def encoder_decoder_figure(model, source: int = 3, target: int = 3) -> Figure:
     )
     ax.set_title(f"encoder (left), decoder (right); {what}", fontsize=FONT, loc="left")
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
 
 
-def teacher_forcing_figure(steps: int = 4) -> Figure:
+def teacher_forcing_figure(steps: int = 4) -> Diagram:
     r"""The decoder over `steps` steps, twice: trained with **teacher forcing** (each step fed the
     reference token $y_{t-1}$) and tested **free running** (each step fed its own
     $\hat y_{t-1}$, so an early mistake is read by every later step)."""
@@ -421,10 +457,10 @@ def teacher_forcing_figure(steps: int = 4) -> Figure:
                 _arrow(ax, (x + 0.15, y0 + 1.45), (x + dx - 0.3, y0 + 0.28), color=TARGET_COLOR,
                        rad=-0.2, lw=1.0)  # fmt: skip
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
 
 
-def stacked_rnn_figure(rnn, steps: int = 4) -> Figure:
+def stacked_rnn_figure(rnn, steps: int = 4) -> Diagram:
     r"""A recurrent module's layers (``num_layers``) and directions (``bidirectional``) over `steps`
     steps: layer $\ell$ reads the states of layer $\ell - 1$ (eq-stacked-rnn,
     $\mathbf h^{(0)}_t = \mathbf x_t$); a bidirectional layer runs a second chain from the end to the
@@ -466,10 +502,12 @@ def stacked_rnn_figure(rnn, steps: int = 4) -> Figure:
     ax.set_title(f"{kind}: {count}, {'both directions' if both else 'left to right'}",
                  fontsize=FONT, loc="left")  # fmt: skip
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
 
 
-def beam_tree_figure(trace: list, words: dict[int, str], eos: int = 1, beam: int | None = None):
+def beam_tree_figure(
+    trace: list, words: dict[int, str], eos: int = 1, beam: int | None = None
+) -> Diagram:
     r"""The tree a beam search explored, from its `trace` (`seqmodels.decoding.beam_search` with
     ``trace=[]``): one column per step, one node per ranked candidate — kept in the beam (blue),
     kept and ended by ``</s>`` (orange, finished), or pruned (grey) — joined to the prefix it
@@ -507,10 +545,10 @@ def beam_tree_figure(trace: list, words: dict[int, str], eos: int = 1, beam: int
     ax.set_title(f"beam of {size}: kept (blue), finished (orange), pruned (grey)", fontsize=FONT,
                  loc="left")  # fmt: skip
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
 
 
-def attention_figure(weights, keys: list[str] | None = None) -> Figure:
+def attention_figure(weights, keys: list[str] | None = None) -> Diagram:
     r"""One query's soft look-up (eq-attention) with the weights an attention computed: the query
     $\mathbf q$ scores every key $\mathbf k_j$, the softmax gives $\alpha_j$ (each arrow's width and
     label), and the context $\mathbf c = \sum_j \alpha_j \mathbf v_j$ averages the values."""
@@ -545,4 +583,4 @@ def attention_figure(weights, keys: list[str] | None = None) -> Figure:
                 fontsize=FONT)  # fmt: skip
     ax.text(0.0, 2.45, "score, then\nsoftmax", ha="left", va="center", fontsize=FONT)
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
