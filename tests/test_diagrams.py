@@ -56,6 +56,11 @@ DRAWN = {
     "bidirectional": lambda: diagrams.stacked_rnn_figure(nn.GRU(3, 4, bidirectional=True)),
     "attention": lambda: diagrams.attention_figure([0.1, 0.6, 0.3], ["a", "b", "c"]),
     "beam tree": lambda: _toy_beam_tree(),
+    "taxonomy": lambda: diagrams.taxonomy_figure(5, t=4, n=3),
+    "scaled dot attention": lambda: diagrams.scaled_dot_attention_figure(3, 4, 8),
+    "scaled dot attention, small cells": lambda: diagrams.scaled_dot_attention_figure(
+        4, 6, 8, key_mask=[1, 1, 1, 1, 0, 0]
+    ),
     "blocks": lambda: diagrams.block_figure(
         EncoderBlock(16, 2, 32, norm_first=False), EncoderBlock(16, 2, 32, norm_first=True)
     ),
@@ -304,3 +309,62 @@ def test_the_look_up_shows_each_keys_weight_as_the_attention_computed_it():
     ]
     with pytest.raises(ValueError, match="summing to 1"):
         diagrams.attention_figure([0.5, 0.6])
+
+
+def _arrows(ax) -> int:
+    return sum(type(p).__name__ == "FancyArrowPatch" for p in ax.patches)
+
+
+@pytest.mark.parametrize(("tokens", "t", "n"), [(5, 4, 3), (6, 3, 2), (4, 4, 4)])
+def test_the_taxonomy_shows_what_each_family_conditions_on(tokens, t, n):
+    fig = diagrams.taxonomy_figure(tokens, t=t, n=n)
+    rows = {ax.get_title(loc="left").split(" (")[0].split(",")[0]: ax for ax in fig.axes}
+    assert list(rows) == ["left to right", "Markov", "independent", "masked"]
+    for ax in fig.axes:  # every row draws the whole text, w_1 … w_tokens
+        labels = [x.get_text() for x in ax.texts]
+        assert [lbl for lbl in labels if lbl.startswith("$w_")] == [
+            f"$w_{s}$" for s in range(1, tokens + 1)
+        ]
+    # one arrow per token the prediction of w_t reads, and the probability of the chapter's
+    # equations: the chain rule's prefix, the Markov assumption's last n - 1 tokens
+    reads = {"left to right": t - 1, "Markov": n - 1, "independent": 0, "masked": tokens - 1}
+    for family, ax in rows.items():
+        assert _arrows(ax) == reads[family], family
+    prefix = ", ".join(f"w_{s}" for s in range(1, t))
+    markov = ", ".join(f"w_{s}" for s in range(t - n + 1, t))
+    assert rf"$p(w_{t} \mid {prefix})$" in [x.get_text() for x in rows["left to right"].texts]
+    assert rf"$p(w_{t} \mid {markov})$" in [x.get_text() for x in rows["Markov"].texts]
+    assert f"$p(w_{t})$" in [x.get_text() for x in rows["independent"].texts]
+    assert f"order {n - 1} ({n}-gram)" in rows["Markov"].get_title(loc="left")
+    with pytest.raises(ValueError, match="n-gram order"):
+        diagrams.taxonomy_figure(5, t=2, n=3)
+
+
+@pytest.mark.parametrize(
+    ("queries", "keys", "d", "mask"),
+    [(3, 4, 8, None), (2, 3, 16, [1, 0, 1]), (4, 6, 8, [1, 1, 1, 1, 0, 0])],
+)
+def test_scaled_dot_attention_shows_its_sizes_mask_and_the_equations_symbols(
+    queries, keys, d, mask
+):
+    fig = diagrams.scaled_dot_attention_figure(queries, keys, d, key_mask=mask)
+    padded = 1 if mask is None else mask.count(0)
+    shown = texts(fig)
+    for symbol in (
+        r"$S = QK^\top/\sqrt{d}$",  # eq-scores' scaled dot score, all pairs at once
+        "mask $m_j$",  # eq-masked-softmax
+        r"softmax: $A = (\alpha_{ij})$",
+        r"row $i$: $\mathbf{c}_i = \sum_j \alpha_{ij} \mathbf{v}_j$",  # eq-attention
+    ):
+        assert count(fig, symbol) == 1, symbol
+    assert f"$Q$: {queries} × {d}" in shown and f"$K$: {keys} × {d}" in shown
+    assert f"$V$: {keys} × {d}" in shown and f"$C = AV$: {queries} × {d}" in shown
+    assert count(fig, f"{queries} × {keys}") == 3  # the scores, the masked scores, the weights
+    cells = [p for p in fig.axes[0].patches if type(p).__name__ == "Rectangle"]
+    assert len(cells) == 3 * queries * keys
+    written = count(fig, r"$-\infty$"), count(fig, "0")
+    small = keys > 4  # cells too small to write in: the padded columns are grey instead
+    assert written == ((0, 0) if small else (queries * padded, queries * padded))
+    assert any(t.startswith(f"{padded} padded key") for t in shown)
+    with pytest.raises(ValueError, match="at least one True"):
+        diagrams.scaled_dot_attention_figure(2, 3, 4, key_mask=[0, 0, 0])

@@ -19,6 +19,10 @@ its argument (a model, or a size), so a diagram cannot show a model the library 
 - `beam_tree_figure`: the candidates a beam search ranked at each step, kept, finished or pruned
   (Chapter 9), from the search's own trace;
 - `attention_figure`: one query's soft look-up with the weights an attention computed (Chapter 7);
+- `scaled_dot_attention_figure`: scaled dot-product attention in matrix form, QKᵀ/√d, the
+  key mask, the row softmax and AV, with the shapes of its queries, keys and values (Chapter 7);
+- `taxonomy_figure`: four families of sequence model by what one prediction conditions on
+  (Chapter 1's eq-chain-rule and eq-markov);
 - `block_figure`: Transformer blocks side by side, the norm after each residual sum (post-LN) or
   before each sublayer (pre-LN), read from each block's ``norm_first``.
 """
@@ -582,5 +586,121 @@ def attention_figure(weights, keys: list[str] | None = None) -> Diagram:
         ax.text(x + 0.05, 0.72, rf"$\alpha_{{{j + 1}}}$ = {a:.2f}", ha="left", va="center",
                 fontsize=FONT)  # fmt: skip
     ax.text(0.0, 2.45, "score, then\nsoftmax", ha="left", va="center", fontsize=FONT)
+    fig.tight_layout(pad=0.1)
+    return Diagram(fig)
+
+
+def _taxonomy_families(t: int, n: int) -> list[tuple[str, list[int], str]]:
+    """``(name: examples, the positions the prediction of w_t conditions on, its probability)``."""
+    before = ", ".join(f"w_{s}" for s in range(t - n + 1, t))
+    prefix = ", ".join(f"w_{s}" for s in range(1, t))
+    return [
+        ("left to right (autoregressive): RNNs, GPT", list(range(1, t)), rf"$p(w_{t} \mid {prefix})$"),
+        (f"Markov, order {n - 1} ({n}-gram): n-grams, Bengio", list(range(t - n + 1, t)),
+         rf"$p(w_{t} \mid {before})$"),
+        ("independent (unigram): bag of words", [], rf"$p(w_{t})$"),
+        ("masked (both sides): BERT", None, rf"$p(w_{t} \mid w_{{\neq {t}}})$"),
+    ]  # fmt: skip
+
+
+def taxonomy_figure(tokens: int = 5, t: int = 4, n: int = 3) -> Diagram:
+    r"""Four families of sequence model by what the prediction of one token $w_t$ (orange) may
+    condition on (blue, with an arrow to $w_t$), over a text $w_1, \dots, w_{tokens}$: the whole
+    prefix (left to right, the chain rule eq-chain-rule), the last $n - 1$ tokens (Markov,
+    eq-markov), nothing (independent), or both sides (masked). One row per family, each labelled
+    with the probability it models."""
+    if not 2 <= t <= tokens:
+        raise ValueError(f"expected 2 <= t <= tokens ({tokens}), got t = {t}")
+    if not 2 <= n <= t:
+        raise ValueError(f"expected an n-gram order 2 <= n <= t ({t}), got n = {n}")
+    families = _taxonomy_families(t, n)
+    dx = 1.0
+    xlim, ylim = (0.35, 10.3), (-0.35, 1.0)
+    row = FIGURE_WIDTH * (ylim[1] - ylim[0]) / (xlim[1] - xlim[0])
+    fig, axes = plt.subplots(len(families), 1, figsize=(FIGURE_WIDTH, len(families) * (row + 0.3)))
+    for ax, (name, sources, formula) in zip(axes, families, strict=True):
+        ax.set_xlim(*xlim)
+        ax.set_ylim(*ylim)
+        ax.set_aspect("equal")
+        ax.axis("off")
+        sources = [s for s in range(1, tokens + 1) if s != t] if sources is None else sources
+        for s in range(1, tokens + 1):
+            face = TARGET_COLOR if s == t else STATE if s in sources else OTHER_COLOR
+            _box(ax, dx * s, 0, f"$w_{s}$", w=0.75, h=0.55, face=face)
+        for s in sources:  # an arc over the boxes, from each token read to the predicted one
+            rad = -0.35 if s < t else 0.35
+            _arrow(ax, (dx * s, 0.29), (dx * t + (0.12 if s > t else -0.12), 0.29), rad=rad, lw=1.0)
+        ax.text(dx * tokens + 0.55, 0, formula, ha="left", va="center", fontsize=FONT)
+        ax.set_title(name, fontsize=FONT, loc="left", pad=2)
+    fig.tight_layout(pad=0.1, h_pad=0.3)
+    return Diagram(fig)
+
+
+def scaled_dot_attention_figure(
+    queries: int = 3, keys: int = 4, d: int = 8, d_v: int | None = None, key_mask=None
+) -> Diagram:
+    r"""Scaled dot-product attention in matrix form, over `queries` queries and `keys` keys of size
+    `d` (values of size `d_v`, default `d`): the scores $S = QK^\top/\sqrt d$ (eq-scores), the key
+    mask $m_j$ setting the scores of padded keys to $-\infty$ (eq-masked-softmax), the softmax of
+    each row giving the weights $\alpha_{ij}$ (a padded key's is exactly 0), and the contexts
+    $\mathbf c_i = \sum_j \alpha_{ij} \mathbf v_j$, the rows of $AV$ (eq-attention). `key_mask`
+    (True at real keys) defaults to the last key padded; one grid cell per (query, key) pair."""
+    d_v = d if d_v is None else d_v
+    if queries < 1 or keys < 2:
+        raise ValueError(f"expected at least one query and two keys, got {queries} and {keys}")
+    mask = [j < keys - 1 for j in range(keys)] if key_mask is None else [bool(m) for m in key_mask]
+    if len(mask) != keys or not any(mask):
+        raise ValueError(f"expected a key mask of {keys} entries, at least one True, got {mask}")
+    cell = min(0.6, 2.4 / keys, 1.8 / queries)
+    gw, gh = cell * keys, cell * queries
+    x_s = 2.2  # left edges of the three grids
+    x_m, x_a = x_s + gw + 0.6, x_s + 2 * (gw + 0.6)
+    y0 = 0.45  # bottom of the grids
+    xlim, ylim = (-0.05, max(x_a + gw, x_a + gw / 2 + 1.45) + 0.1), (-0.75, y0 + gh + 2.45)
+    fig, ax = _canvas(FIGURE_WIDTH * (ylim[1] - ylim[0]) / (xlim[1] - xlim[0]), xlim, ylim)
+
+    def grid(x0: float, fill) -> None:
+        for i in range(queries):
+            for j in range(keys):
+                face, text = fill(j)
+                ax.add_patch(Rectangle((x0 + cell * j, y0 + gh - cell * (i + 1)), cell, cell,
+                                       fc=face, ec="#999999", lw=0.8))  # fmt: skip
+                if text and cell >= 0.55:  # else the key's column is grey, named below the grid
+                    ax.text(x0 + cell * (j + 0.5), y0 + gh - cell * (i + 0.5), text, ha="center",
+                            va="center", fontsize=FONT, color="#555555")  # fmt: skip
+
+    grid(x_s, lambda j: (SOURCE_COLOR, ""))
+    padded_face = "white" if cell >= 0.55 else "#cccccc"
+    grid(x_m, lambda j: (SOURCE_COLOR, "") if mask[j] else (padded_face, r"$-\infty$"))
+    grid(x_a, lambda j: (TARGET_COLOR, "") if mask[j] else (padded_face, "0"))
+    top = y0 + gh
+    ax.text(x_s + gw / 2, top + 0.12, r"$S = QK^\top/\sqrt{d}$", ha="center", va="bottom",
+            fontsize=FONT)  # fmt: skip
+    ax.text(x_m + gw / 2, top + 0.12, "mask $m_j$", ha="center", va="bottom", fontsize=FONT)
+    ax.text(x_a + gw / 2, top + 0.12, r"softmax: $A = (\alpha_{ij})$", ha="center", va="bottom",
+            fontsize=FONT)  # fmt: skip
+    for x0 in (x_s, x_m, x_a):
+        ax.text(x0 + gw / 2, y0 - 0.1, f"{queries} × {keys}", ha="center", va="top", fontsize=FONT)
+    _arrow(ax, (x_s + gw + 0.05, y0 + gh / 2), (x_m - 0.05, y0 + gh / 2))
+    _arrow(ax, (x_m + gw + 0.05, y0 + gh / 2), (x_a - 0.05, y0 + gh / 2))
+    # Q and K below the scores, V and the contexts above the weights
+    _box(ax, 0.75, y0 + gh * 0.75 + 0.1, rf"$Q$: {queries} × {d}", w=1.45, h=0.5, face=OTHER_COLOR)
+    _box(ax, 0.75, y0 + gh * 0.25 - 0.3, rf"$K$: {keys} × {d}", w=1.45, h=0.5, face=OTHER_COLOR)
+    for y in (y0 + gh * 0.75 + 0.1, y0 + gh * 0.25 - 0.3):
+        _arrow(ax, (1.5, y), (x_s - 0.05, y0 + gh / 2), lw=1.0)
+    y_top = top + 1.65
+    x_c = x_a + gw / 2
+    _box(ax, x_c - 2.55, y_top, rf"$V$: {keys} × {d_v}", w=1.45, h=0.5, face=OTHER_COLOR)
+    _box(ax, x_c, y_top, rf"$C = AV$: {queries} × {d_v}", w=2.3, h=0.5, face="white")
+    _arrow(ax, (x_c - 1.81, y_top), (x_c - 1.16, y_top))
+    _arrow(ax, (x_a + gw / 2, top + 0.5), (x_a + gw / 2, y_top - 0.27))
+    ax.text(x_c, y_top + 0.35,
+            r"row $i$: $\mathbf{c}_i = \sum_j \alpha_{ij} \mathbf{v}_j$", ha="center", va="bottom",
+            fontsize=FONT)  # fmt: skip
+    padded = keys - sum(mask)
+    what = f"{padded} padded key{'s' if padded != 1 else ''}"
+    if cell < 0.55:  # too small to write in: grey is −∞ in the scores, 0 in the weights
+        what += r" (grey: $-\infty$, then 0)"
+    ax.text(x_m + gw / 2, y0 - 0.5, what, ha="center", va="top", fontsize=FONT)
     fig.tight_layout(pad=0.1)
     return Diagram(fig)
