@@ -617,7 +617,7 @@ def taxonomy_figure(tokens: int = 5, t: int = 4, n: int = 3) -> Diagram:
     dx = 1.0
     xlim, ylim = (0.35, 10.3), (-0.35, 1.0)
     row = FIGURE_WIDTH * (ylim[1] - ylim[0]) / (xlim[1] - xlim[0])
-    fig, axes = plt.subplots(len(families), 1, figsize=(FIGURE_WIDTH, len(families) * (row + 0.3)))
+    fig, axes = plt.subplots(len(families), 1, figsize=(FIGURE_WIDTH, len(families) * (row + 0.42)))
     for ax, (name, sources, formula) in zip(axes, families, strict=True):
         ax.set_xlim(*xlim)
         ax.set_ylim(*ylim)
@@ -632,7 +632,7 @@ def taxonomy_figure(tokens: int = 5, t: int = 4, n: int = 3) -> Diagram:
             _arrow(ax, (dx * s, 0.29), (dx * t + (0.12 if s > t else -0.12), 0.29), rad=rad, lw=1.0)
         ax.text(dx * tokens + 0.55, 0, formula, ha="left", va="center", fontsize=FONT)
         ax.set_title(name, fontsize=FONT, loc="left", pad=2)
-    fig.tight_layout(pad=0.1, h_pad=0.3)
+    fig.tight_layout(pad=0.1, h_pad=1.1)
     return Diagram(fig)
 
 
