@@ -2,16 +2,26 @@
 gates, heads, positions, norms — read from the model or size they are drawn from."""
 
 import math
+from xml.etree import ElementTree
 
 import matplotlib
 import pytest
+from IPython.core.formatters import format_display_data
 from matplotlib.colors import same_color
 from matplotlib.text import Text
 from torch import nn
 
 from seqmodels import diagrams
 from seqmodels.gated import GRU, LSTM
-from seqmodels.plots import MIN_TEXT_PX, TARGET_COLOR, smallest_text_px, use_book_style
+from seqmodels.plots import (
+    DESKTOP_WIDTH_PX,
+    MIN_TEXT_PX,
+    PHONE_WIDTH_PX,
+    TARGET_COLOR,
+    shown_width_in,
+    smallest_text_px,
+    use_book_style,
+)
 from seqmodels.seq2seq import Seq2Seq
 from seqmodels.transformer import EncoderBlock, MultiHeadAttention
 
@@ -45,6 +55,12 @@ DRAWN = {
     "stacked": lambda: diagrams.stacked_rnn_figure(nn.RNN(3, 4, num_layers=2)),
     "bidirectional": lambda: diagrams.stacked_rnn_figure(nn.GRU(3, 4, bidirectional=True)),
     "attention": lambda: diagrams.attention_figure([0.1, 0.6, 0.3], ["a", "b", "c"]),
+    "beam tree": lambda: _toy_beam_tree(),
+    "taxonomy": lambda: diagrams.taxonomy_figure(5, t=4, n=3),
+    "scaled dot attention": lambda: diagrams.scaled_dot_attention_figure(3, 4, 8),
+    "scaled dot attention, small cells": lambda: diagrams.scaled_dot_attention_figure(
+        4, 6, 8, key_mask=[1, 1, 1, 1, 0, 0]
+    ),
     "blocks": lambda: diagrams.block_figure(
         EncoderBlock(16, 2, 32, norm_first=False), EncoderBlock(16, 2, 32, norm_first=True)
     ),
@@ -52,10 +68,59 @@ DRAWN = {
 
 
 @pytest.mark.parametrize("name", DRAWN)
-def test_every_diagram_is_legible_on_a_phone(name):
+def test_every_diagram_is_legible_on_a_phone_and_on_a_desktop(name):
     fig = DRAWN[name]()
-    assert smallest_text_px(fig) >= MIN_TEXT_PX
+    for column in (PHONE_WIDTH_PX, DESKTOP_WIDTH_PX):  # a 400-px phone, a 1,400-px window
+        px = smallest_text_px(fig, column)
+        assert px >= MIN_TEXT_PX, f"{name}: smallest text {px:.2f} px in a {column}-px column"
     assert fig.get_size_inches()[0] <= diagrams.FIGURE_WIDTH
+
+
+def test_every_diagram_function_is_drawn_above(monkeypatch):
+    drawn: set[str] = set()
+    public = [n for n in dir(diagrams) if n.endswith("_figure") and not n.startswith("_")]
+    for name in public:
+        draw = getattr(diagrams, name)
+        monkeypatch.setattr(
+            diagrams, name, lambda *a, _d=draw, _n=name, **k: drawn.add(_n) or _d(*a, **k)
+        )
+    for make in DRAWN.values():
+        make()
+    assert drawn == set(public)
+
+
+def _svg_root(svg: str) -> ElementTree.Element:
+    root = ElementTree.fromstring(svg)
+    assert root.tag.endswith("svg")
+    return root
+
+
+@pytest.mark.parametrize("name", DRAWN)
+def test_every_diagram_displays_as_svg_that_scales_to_the_column(name):
+    diagram = DRAWN[name]()
+    bundle, _ = format_display_data(diagram)  # what glue(..., display=False) records
+    assert "image/svg+xml" in bundle and "image/png" not in bundle
+    root = _svg_root(bundle["image/svg+xml"])
+    x0, y0, w, h = map(float, root.get("viewBox").split())  # the browser scales it to fit
+    assert (x0, y0) == (0, 0) and w > 0 and h > 0
+    width_pt, height_pt = (float(root.get(a).removesuffix("pt")) for a in ("width", "height"))
+    assert width_pt / height_pt == pytest.approx(w / h)
+    # its own width never overflows the desktop column, and is at most the width legibility was
+    # measured at (a wider image would be shrunk more on a phone)
+    assert width_pt * 96 / 72 <= DESKTOP_WIDTH_PX
+    assert width_pt / 72 <= shown_width_in(diagram.figure) + 0.01
+    assert not matplotlib.pyplot.get_fignums()  # closed: a notebook shows it once, as SVG
+
+
+def test_a_glued_diagram_reaches_the_downloaded_notebook_as_svg():
+    """The book records each glued output's bundle; `notebooks.py` puts its first image, PNG before
+    SVG, into the downloaded notebook: a diagram's is its SVG."""
+    diagram = diagrams.unrolled_rnn_figure(3)
+    bundle, _ = format_display_data(diagram)
+    first = next(m for m in ("image/png", "image/svg+xml", "image/jpeg") if m in bundle)
+    assert first == "image/svg+xml"
+    assert diagram.svg() == bundle[first]  # deterministic: the same diagram, the same file
+    assert diagram.axes == diagram.figure.axes  # the figure's attributes, for tests and slides
 
 
 @pytest.mark.parametrize("steps", [1, 3, 5])
@@ -197,6 +262,14 @@ def _toy():
     return from_distribution(distribution)
 
 
+def _toy_beam_tree():
+    from seqmodels.decoding import beam_search
+
+    trace: list = []
+    beam_search(_toy(), 2, 3, trace=trace)
+    return diagrams.beam_tree_figure(trace, {2: "a", 3: "b"}, beam=2)
+
+
 @pytest.mark.parametrize("beam", [1, 2, 3])
 def test_the_beam_tree_draws_what_the_search_ranked_and_changes_nothing(beam):
     import torch
@@ -236,3 +309,62 @@ def test_the_look_up_shows_each_keys_weight_as_the_attention_computed_it():
     ]
     with pytest.raises(ValueError, match="summing to 1"):
         diagrams.attention_figure([0.5, 0.6])
+
+
+def _arrows(ax) -> int:
+    return sum(type(p).__name__ == "FancyArrowPatch" for p in ax.patches)
+
+
+@pytest.mark.parametrize(("tokens", "t", "n"), [(5, 4, 3), (6, 3, 2), (4, 4, 4)])
+def test_the_taxonomy_shows_what_each_family_conditions_on(tokens, t, n):
+    fig = diagrams.taxonomy_figure(tokens, t=t, n=n)
+    rows = {ax.get_title(loc="left").split(" (")[0].split(",")[0]: ax for ax in fig.axes}
+    assert list(rows) == ["left to right", "Markov", "independent", "masked"]
+    for ax in fig.axes:  # every row draws the whole text, w_1 … w_tokens
+        labels = [x.get_text() for x in ax.texts]
+        assert [lbl for lbl in labels if lbl.startswith("$w_")] == [
+            f"$w_{s}$" for s in range(1, tokens + 1)
+        ]
+    # one arrow per token the prediction of w_t reads, and the probability of the chapter's
+    # equations: the chain rule's prefix, the Markov assumption's last n - 1 tokens
+    reads = {"left to right": t - 1, "Markov": n - 1, "independent": 0, "masked": tokens - 1}
+    for family, ax in rows.items():
+        assert _arrows(ax) == reads[family], family
+    prefix = ", ".join(f"w_{s}" for s in range(1, t))
+    markov = ", ".join(f"w_{s}" for s in range(t - n + 1, t))
+    assert rf"$p(w_{t} \mid {prefix})$" in [x.get_text() for x in rows["left to right"].texts]
+    assert rf"$p(w_{t} \mid {markov})$" in [x.get_text() for x in rows["Markov"].texts]
+    assert f"$p(w_{t})$" in [x.get_text() for x in rows["independent"].texts]
+    assert f"order {n - 1} ({n}-gram)" in rows["Markov"].get_title(loc="left")
+    with pytest.raises(ValueError, match="n-gram order"):
+        diagrams.taxonomy_figure(5, t=2, n=3)
+
+
+@pytest.mark.parametrize(
+    ("queries", "keys", "d", "mask"),
+    [(3, 4, 8, None), (2, 3, 16, [1, 0, 1]), (4, 6, 8, [1, 1, 1, 1, 0, 0])],
+)
+def test_scaled_dot_attention_shows_its_sizes_mask_and_the_equations_symbols(
+    queries, keys, d, mask
+):
+    fig = diagrams.scaled_dot_attention_figure(queries, keys, d, key_mask=mask)
+    padded = 1 if mask is None else mask.count(0)
+    shown = texts(fig)
+    for symbol in (
+        r"$S = QK^\top/\sqrt{d}$",  # eq-scores' scaled dot score, all pairs at once
+        "mask $m_j$",  # eq-masked-softmax
+        r"softmax: $A = (\alpha_{ij})$",
+        r"row $i$: $\mathbf{c}_i = \sum_j \alpha_{ij} \mathbf{v}_j$",  # eq-attention
+    ):
+        assert count(fig, symbol) == 1, symbol
+    assert f"$Q$: {queries} × {d}" in shown and f"$K$: {keys} × {d}" in shown
+    assert f"$V$: {keys} × {d}" in shown and f"$C = AV$: {queries} × {d}" in shown
+    assert count(fig, f"{queries} × {keys}") == 3  # the scores, the masked scores, the weights
+    cells = [p for p in fig.axes[0].patches if type(p).__name__ == "Rectangle"]
+    assert len(cells) == 3 * queries * keys
+    written = count(fig, r"$-\infty$"), count(fig, "0")
+    small = keys > 4  # cells too small to write in: the padded columns are grey instead
+    assert written == ((0, 0) if small else (queries * padded, queries * padded))
+    assert any(t.startswith(f"{padded} padded key") for t in shown)
+    with pytest.raises(ValueError, match="at least one True"):
+        diagrams.scaled_dot_attention_figure(2, 3, 4, key_mask=[0, 0, 0])

@@ -46,8 +46,9 @@ def _book_figures():
 def test_every_figure_is_legible_on_a_phone_and_fits_the_column():
     for fig_name, fig in _book_figures().items():
         assert fig.get_size_inches()[0] <= plots.FIGURE_WIDTH + 1e-9, fig_name
-        px = plots.smallest_text_px(fig)
-        assert px >= plots.MIN_TEXT_PX, f"{fig_name}: smallest text {px:.1f} px on a phone"
+        for column in (plots.PHONE_WIDTH_PX, plots.DESKTOP_WIDTH_PX):
+            px = plots.smallest_text_px(fig, column)
+            assert px >= plots.MIN_TEXT_PX, f"{fig_name}: smallest text {px:.1f} px at {column} px"
 
 
 def test_smallest_text_is_measured_at_the_width_the_phone_shows():
@@ -62,6 +63,30 @@ def test_smallest_text_is_measured_at_the_width_the_phone_shows():
     old = plt.figure(figsize=(6, 3))
     old.text(0.5, 0.5, "legend", fontsize=7)
     assert plots.smallest_text_px(old) < plots.MIN_TEXT_PX
+
+
+def test_smallest_text_counts_what_only_drawing_sets_and_what_sticks_out_of_the_figure():
+    # tick labels get their text when the figure is drawn: they are measured all the same
+    fig, ax = plt.subplots(figsize=(plots.FIGURE_WIDTH, 3))
+    ax.plot([0, 1], [0, 1])
+    ax.tick_params(labelsize=6)
+    ax.set_title("big", fontsize=14)
+    small = plots.smallest_text_px(fig, texts=True)[0]
+    assert small[0] == pytest.approx(6 / 72 * plots.PHONE_WIDTH_PX / plots.shown_width_in(fig))
+    assert small[1] != "big"
+    # a legend outside the axes widens the exported image, so the phone shrinks all of it more
+    fig, ax = plt.subplots(figsize=(plots.FIGURE_WIDTH, 3), layout="none")
+    ax.plot([0, 1], [0, 1], label="a long legend entry outside the axes")
+    inside = plots.smallest_text_px(fig)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    assert plots.shown_width_in(fig) > plots.FIGURE_WIDTH + 1
+    assert plots.smallest_text_px(fig) < inside
+    # the desktop column (784 px) shows a figure up to 8.2 inches at its own size
+    wide = plt.figure(figsize=(10, 2))
+    wide.text(0.1, 0.5, "text", fontsize=9)
+    assert plots.smallest_text_px(wide, plots.DESKTOP_WIDTH_PX) == pytest.approx(9 / 72 * 78.4)
+    with pytest.raises(ValueError, match="no visible text"):
+        plots.smallest_text_px(plt.figure())
 
 
 def test_each_model_kind_has_its_own_colour_in_every_chapter():
@@ -162,8 +187,9 @@ def test_chapter2_figures_are_legible_and_draw_what_they_are_given():
     figs = _chapter2_figures()
     for fig_name, fig in figs.items():
         assert fig.get_size_inches()[0] <= plots.FIGURE_WIDTH + 1e-9, fig_name
-        px = plots.smallest_text_px(fig)
-        assert px >= plots.MIN_TEXT_PX, f"{fig_name}: smallest text {px:.1f} px on a phone"
+        for column in (plots.PHONE_WIDTH_PX, plots.DESKTOP_WIDTH_PX):
+            px = plots.smallest_text_px(fig, column)
+            assert px >= plots.MIN_TEXT_PX, f"{fig_name}: smallest text {px:.1f} px at {column} px"
     time_ax, memory_ax = figs["jacobian_cost"].axes
     assert time_ax.get_xscale() == time_ax.get_yscale() == "log"
     assert [list(line.get_ydata()) for line in memory_ax.get_lines()] == [

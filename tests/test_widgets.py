@@ -65,3 +65,22 @@ def test_it_is_a_widget_with_its_controls_above_the_figure(explorer):
     title, row, output = explorer.children
     assert list(row.children) == list(explorer.controls.values())
     assert isinstance(output, widgets.Output)
+
+
+def test_every_explorers_static_figure_is_checked_for_legibility_at_both_widths():
+    """Each explorer module's tests draw its figure and check it with `assert_legible` (the 352-px
+    phone column and the 784-px desktop column), so a new explorer cannot ship unchecked."""
+    from pathlib import Path
+
+    import seqmodels.widgets as package
+
+    modules = sorted(
+        p.stem
+        for p in Path(package.__file__).parent.glob("*.py")
+        if p.stem not in {"__init__", "explorer"}
+    )
+    assert modules, "no explorer modules found"
+    tests = Path(__file__).parent
+    for name in modules:
+        source = (tests / f"test_widgets_{name}.py").read_text(encoding="utf-8")
+        assert "assert_legible(explorer.figure)" in source, name

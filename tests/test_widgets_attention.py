@@ -8,12 +8,13 @@ import pytest
 import torch
 
 from seqmodels.attention import Attention, masked_softmax, weight_entropy
-from seqmodels.plots import MIN_TEXT_PX, smallest_text_px, use_book_style
+from seqmodels.plots import use_book_style
 from seqmodels.seeding import seed_everything
 from seqmodels.seq2seq import Seq2Seq, train_seq2seq, translate
 from seqmodels.synthetic import ReversalTask
 from seqmodels.vocab import Vocabulary
 from seqmodels.widgets.attention import MAX_SOURCE, attention_explorer, divided_scores
+from widget_helpers import assert_legible
 
 HIDDEN = 16
 
@@ -164,6 +165,6 @@ def test_it_checks_its_arguments(data):
         attention_explorer(model, task.vocab, task.vocab, divisor=0.0)
 
 
-def test_the_figure_is_legible_on_a_phone(explorer):
-    assert smallest_text_px(explorer.figure) >= MIN_TEXT_PX
+def test_the_figure_is_legible_on_a_phone_and_a_desktop(explorer):
+    assert_legible(explorer.figure)
     assert len(explorer.figure.axes[0].images) == 1 and len(explorer.figure.axes[1].images) == 1

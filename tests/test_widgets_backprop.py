@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from seqmodels.plots import MIN_TEXT_PX, smallest_text_px, use_book_style
+from seqmodels.plots import use_book_style
 from seqmodels.widgets.backprop import backprop_explorer
+from widget_helpers import assert_legible
 
 f64 = torch.float64
 W = torch.tensor([[0.5, -0.3], [0.2, 0.8], [-0.6, 0.1]], dtype=f64)
@@ -96,5 +97,5 @@ def test_it_checks_shapes_and_target():
         backprop_explorer(W, torch.ones(2, dtype=f64), target=3)
 
 
-def test_the_figure_is_legible_on_a_phone(explorer):
-    assert smallest_text_px(explorer.figure) >= MIN_TEXT_PX
+def test_the_figure_is_legible_on_a_phone_and_a_desktop(explorer):
+    assert_legible(explorer.figure)

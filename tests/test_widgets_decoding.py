@@ -13,13 +13,13 @@ from seqmodels.decoding import (
     top_k_filter,
     top_p_filter,
 )
-from seqmodels.plots import MIN_TEXT_PX, smallest_text_px, use_book_style
+from seqmodels.plots import use_book_style
 from seqmodels.rnn import RNNLM
 from seqmodels.seeding import make_generator, seed_everything
 from seqmodels.transformer import TransformerLM
 from seqmodels.vocab import Vocabulary
 from seqmodels.widgets.decoding import sampling_explorer
-from widget_helpers import BIBLE_LIKE, encoded
+from widget_helpers import BIBLE_LIKE, assert_legible, encoded
 
 TEXT = BIBLE_LIKE[:6]
 SAMPLES, MAX_LEN = 3, 6
@@ -195,8 +195,8 @@ def test_it_checks_its_arguments(data):
         sampling_explorer(model, vocab, samples=0)
 
 
-def test_the_figure_is_legible_on_a_phone(explorer):
-    assert smallest_text_px(explorer.figure) >= MIN_TEXT_PX
+def test_the_figure_is_legible_on_a_phone_and_a_desktop(explorer):
+    assert_legible(explorer.figure)
     explorer.set(temperature=3.0, top_p=1.0)  # a flat distribution: long sample lines
-    assert smallest_text_px(explorer.figure) >= MIN_TEXT_PX
+    assert_legible(explorer.figure)
     assert explorer.figure.get_size_inches()[0] <= 5.5

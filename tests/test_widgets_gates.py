@@ -6,11 +6,12 @@ import math
 import pytest
 import torch
 
-from seqmodels.plots import MIN_TEXT_PX, smallest_text_px, use_book_style
+from seqmodels.plots import use_book_style
 from seqmodels.rnn import RNNLM, distributions_at, train_sentence_lm
 from seqmodels.seeding import make_generator, seed_everything
 from seqmodels.synthetic import AgreementLanguage
 from seqmodels.widgets.gates import SHOWN_TOKENS, gate_explorer, read_gates
+from widget_helpers import assert_legible
 
 LANG = AgreementLanguage(distance=3)
 
@@ -208,7 +209,7 @@ def test_it_checks_its_arguments(models):
         gate_explorer({}, LANG)
 
 
-def test_the_figure_is_legible_on_a_phone(explorer):
-    assert smallest_text_px(explorer.figure) >= MIN_TEXT_PX
+def test_the_figure_is_legible_on_a_phone_and_a_desktop(explorer):
+    assert_legible(explorer.figure)
     explorer.set(model="LSTM", sentence=" ".join(["cat"] + ["old"] * 40))
-    assert smallest_text_px(explorer.figure) >= MIN_TEXT_PX
+    assert_legible(explorer.figure)

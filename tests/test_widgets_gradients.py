@@ -9,10 +9,11 @@ import torch
 from torch import nn
 
 from seqmodels.gradients import decay_per_step, scaled_orthogonal, spectral_norms, state_jacobians
-from seqmodels.plots import MIN_TEXT_PX, smallest_text_px, use_book_style
+from seqmodels.plots import use_book_style
 from seqmodels.rnn import ElmanRNN
 from seqmodels.seeding import make_generator
 from seqmodels.widgets.gradients import RADIUS_RANGE, gradient_explorer
+from widget_helpers import assert_legible
 
 H, D_IN, T = 16, 4, 20
 
@@ -162,5 +163,5 @@ def test_it_checks_its_arguments(data):
         gradient_explorer(zero, x)
 
 
-def test_the_figure_is_legible_on_a_phone(explorer):
-    assert smallest_text_px(explorer.figure) >= MIN_TEXT_PX
+def test_the_figure_is_legible_on_a_phone_and_a_desktop(explorer):
+    assert_legible(explorer.figure)

@@ -5,10 +5,10 @@ import math
 import pytest
 
 from seqmodels.ngram import NGramLM
-from seqmodels.plots import MIN_TEXT_PX, smallest_text_px, use_book_style
+from seqmodels.plots import use_book_style
 from seqmodels.seeding import make_generator
 from seqmodels.widgets.language_models import K_GRID, ngram_explorer
-from widget_helpers import BIBLE_LIKE, encoded
+from widget_helpers import BIBLE_LIKE, assert_legible, encoded
 
 TEXT = BIBLE_LIKE
 HELD_OUT = ["the king went out", "and the lord said unto the king", "moses spake unto them"]
@@ -99,5 +99,5 @@ def test_it_checks_its_models_and_arguments(data):
         ngram_explorer(models, held_out, vocab, k=0.0)
 
 
-def test_the_figure_is_legible_on_a_phone(explorer):
-    assert smallest_text_px(explorer.figure) >= MIN_TEXT_PX
+def test_the_figure_is_legible_on_a_phone_and_a_desktop(explorer):
+    assert_legible(explorer.figure)

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from seqmodels.data import tokenize
-from seqmodels.plots import MIN_TEXT_PX, smallest_text_px, use_book_style
+from seqmodels.plots import use_book_style
 from seqmodels.rnn import RNNLM, ElmanRNN, distributions_at, sentence_nll
 from seqmodels.seeding import seed_everything
 from seqmodels.vocab import Vocabulary
 from seqmodels.widgets.rnn import SHOWN_TOKENS, rnn_state_explorer
-from widget_helpers import briefly_trained, encoded
+from widget_helpers import assert_legible, briefly_trained, encoded
 
 TEXT = [
     "and god said unto moses",
@@ -127,5 +127,5 @@ def test_it_checks_its_arguments(data):
         rnn_state_explorer(model, vocab, top=0)
 
 
-def test_the_figure_is_legible_on_a_phone(explorer):
-    assert smallest_text_px(explorer.figure) >= MIN_TEXT_PX
+def test_the_figure_is_legible_on_a_phone_and_a_desktop(explorer):
+    assert_legible(explorer.figure)

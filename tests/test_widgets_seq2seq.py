@@ -9,10 +9,11 @@ import torch
 
 from seqmodels.data import cmudict_pairs, load_g2p, split_of_word
 from seqmodels.metrics import edit_distance
-from seqmodels.plots import MIN_TEXT_PX, smallest_text_px, use_book_style
+from seqmodels.plots import use_book_style
 from seqmodels.seeding import seed_everything
 from seqmodels.seq2seq import Seq2Seq, errors_by_position, pair_nll, train_seq2seq, translate
 from seqmodels.widgets.seq2seq import SHOWN_POSITIONS, pronunciation_explorer
+from widget_helpers import assert_legible
 
 MAX_LEN = 12
 
@@ -194,7 +195,7 @@ def test_it_checks_its_arguments(setup):
         pronunciation_explorer({"lm": torch.nn.Linear(2, 2)}, g2p)
 
 
-def test_the_figure_is_legible_on_a_phone(explorer):
+def test_the_figure_is_legible_on_a_phone_and_a_desktop(explorer):
     for word in ("verified", "internationalization", "xqzzyv", ""):
         explorer.set(word=word)
-        assert smallest_text_px(explorer.figure) >= MIN_TEXT_PX
+        assert_legible(explorer.figure)

@@ -5,13 +5,13 @@ import pytest
 import torch
 
 from seqmodels.data import tokenize
-from seqmodels.plots import MIN_TEXT_PX, smallest_text_px, use_book_style
+from seqmodels.plots import use_book_style
 from seqmodels.rnn import distributions_at
 from seqmodels.seeding import seed_everything
 from seqmodels.transformer import TransformerLM, causal_mask, sinusoidal_positions
 from seqmodels.vocab import Vocabulary
 from seqmodels.widgets.transformer import MAX_TOKENS, transformer_explorer
-from widget_helpers import briefly_trained, encoded
+from widget_helpers import assert_legible, briefly_trained, encoded
 
 TEXT = [
     "the dog runs",
@@ -154,7 +154,7 @@ def test_it_checks_its_arguments(data):
         transformer_explorer(models, vocab, trained_length=0)
 
 
-def test_the_figure_is_legible_on_a_phone(explorer):
-    assert smallest_text_px(explorer.figure) >= MIN_TEXT_PX
+def test_the_figure_is_legible_on_a_phone_and_a_desktop(explorer):
+    assert_legible(explorer.figure)
     explorer.set(sentence=" ".join(TEXT))  # the longest view, with the dotted lines
-    assert smallest_text_px(explorer.figure) >= MIN_TEXT_PX
+    assert_legible(explorer.figure)

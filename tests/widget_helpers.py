@@ -1,7 +1,9 @@
-"""What the explorers' tests share: a few lines of Bible-like text, their vocabulary, and a language
-model trained on them for a few steps (enough to make its distributions differ from uniform)."""
+"""What the explorers' tests share: a few lines of Bible-like text, their vocabulary, a language
+model trained on them for a few steps (enough to make its distributions differ from uniform), and
+the check that an explorer's figure is legible where the site shows it."""
 
 from seqmodels.data import tokenize
+from seqmodels.plots import DESKTOP_WIDTH_PX, MIN_TEXT_PX, PHONE_WIDTH_PX, smallest_text_px
 from seqmodels.rnn import train_sentence_lm
 from seqmodels.seeding import make_generator
 from seqmodels.vocab import Vocabulary
@@ -31,3 +33,12 @@ def briefly_trained(model, train: list[list[int]], steps: int):
         model, train, train, steps=steps, batch_size=4, lr=1e-2, generator=make_generator(1)
     )
     return model
+
+
+def assert_legible(figure) -> None:
+    """No text of `figure` under `MIN_TEXT_PX` where the site shows it: the 352-px column of a
+    400-px phone and the 784-px column of a 1,400-px window (the explorer's static view is the same
+    figure at both widths)."""
+    for column in (PHONE_WIDTH_PX, DESKTOP_WIDTH_PX):
+        px, text = smallest_text_px(figure, column, texts=True)[0]
+        assert px >= MIN_TEXT_PX, f"{text!r} is {px:.2f} px in a {column}-px column"

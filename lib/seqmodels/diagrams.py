@@ -1,8 +1,9 @@
 """Schematic diagrams of the book's models, drawn by code from the models' own configuration.
 
-Each function returns a matplotlib figure `FIGURE_WIDTH` wide whose text is at least
-`plots.MIN_TEXT_PX` high on a phone (`plots.smallest_text_px`), labelled with the symbols of the
-equation it illustrates. What a diagram counts — time steps, gates, heads, positions — is read from
+Each function returns a `Diagram`: a matplotlib figure (its `.figure`) `FIGURE_WIDTH` wide that
+displays, and is glued, as SVG; its text is at least `plots.MIN_TEXT_PX` high on a 400-px phone and
+in a 1,400-px window (`plots.smallest_text_px`), and it is labelled with the symbols of the equation
+it illustrates. What a diagram counts — time steps, gates, heads, positions — is read from
 its argument (a model, or a size), so a diagram cannot show a model the library does not build:
 
 - `stacked_rnn_figure`: a recurrent module's layers and directions (Chapter 3's eq-stacked-rnn);
@@ -18,17 +19,23 @@ its argument (a model, or a size), so a diagram cannot show a model the library 
 - `beam_tree_figure`: the candidates a beam search ranked at each step, kept, finished or pruned
   (Chapter 9), from the search's own trace;
 - `attention_figure`: one query's soft look-up with the weights an attention computed (Chapter 7);
+- `scaled_dot_attention_figure`: scaled dot-product attention in matrix form, QKᵀ/√d, the
+  key mask, the row softmax and AV, with the shapes of its queries, keys and values (Chapter 7);
+- `taxonomy_figure`: four families of sequence model by what one prediction conditions on
+  (Chapter 1's eq-chain-rule and eq-markov);
 - `block_figure`: Transformer blocks side by side, the norm after each residual sum (post-LN) or
   before each sublayer (pre-LN), read from each block's ``norm_first``.
 """
 
 from __future__ import annotations
 
+import io
+
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-from .plots import FIGURE_WIDTH, OTHER_COLOR, SOURCE_COLOR, TARGET_COLOR
+from .plots import BOOK_STYLE, FIGURE_WIDTH, OTHER_COLOR, SOURCE_COLOR, TARGET_COLOR
 
 INK = "#222222"
 FORWARD = "#1d3557"  # values, left to right and bottom to top
@@ -37,6 +44,39 @@ GATE = "#e69f00"  # a sigmoid gate
 CANDIDATE = "#009e73"  # a tanh candidate
 STATE = SOURCE_COLOR
 FONT = 10.5  # points: 9.3 CSS px on a 400-px phone at FIGURE_WIDTH
+
+
+class Diagram:
+    """A drawn diagram that shows itself as SVG: in a notebook, and when a chapter glues it
+    (``glue("key", unrolled_rnn_figure(4), display=False)`` then ``{glue:figure}``), its display is
+    ``image/svg+xml`` — vector, sharp on any screen, scaled to the column by its ``viewBox``. The
+    matplotlib figure is `figure` (closed in pyplot, so a notebook shows it once, as SVG); any other
+    attribute is the figure's (``diagram.axes``, ``diagram.savefig(...)``)."""
+
+    def __init__(self, figure: Figure) -> None:
+        self.figure = figure
+        plt.close(figure)
+
+    def svg(self) -> str:
+        """The figure as an SVG document: text drawn as paths, stable ids, no date, cropped to what
+        is drawn (``bbox_inches="tight"``, as the book's other figures)."""
+        out = io.StringIO()
+        style = {k: BOOK_STYLE[k] for k in ("svg.fonttype", "svg.hashsalt")}
+        with plt.rc_context(style):
+            self.figure.savefig(out, format="svg", bbox_inches="tight", metadata={"Date": None})
+        return out.getvalue()
+
+    def _repr_svg_(self) -> str:
+        return self.svg()
+
+    def __getattr__(self, name: str):
+        if name == "figure":  # not set yet (e.g. while unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.figure, name)
+
+    def __repr__(self) -> str:
+        w, h = self.figure.get_size_inches()
+        return f"<Diagram {w:.2f} x {h:.2f} in>"
 
 
 def _box(ax, x, y, text, w=0.9, h=0.55, face="white", size=FONT, color=INK, lw=1.0) -> None:
@@ -80,7 +120,7 @@ def _canvas(height: float, xlim: tuple[float, float], ylim: tuple[float, float])
     return fig, ax
 
 
-def unrolled_rnn_figure(steps: int = 4, truncate: int | None = None) -> Figure:
+def unrolled_rnn_figure(steps: int = 4, truncate: int | None = None) -> Diagram:
     r"""The Elman RNN unrolled over `steps` steps: inputs $\mathbf x_t$, states $\mathbf h_t$ (from
     $\mathbf h_0$), predictions $\hat{\mathbf y}_t$ and losses $L_t$; forward arrows carry values,
     backward arrows $\partial L/\partial \mathbf h_t$. With ``truncate=k`` the steps are cut into
@@ -137,7 +177,7 @@ def unrolled_rnn_figure(steps: int = 4, truncate: int | None = None) -> Figure:
         ax.plot([], [], color=color, ls=ls, label=label)
     ax.legend(loc="upper left", bbox_to_anchor=(0.0, 0.02), ncols=1, frameon=False, fontsize=FONT)
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
 
 
 def _gates_of(cell) -> tuple[str, int]:
@@ -150,7 +190,7 @@ def _gates_of(cell) -> tuple[str, int]:
     return kind, weight.shape[0] // cell.hidden_size
 
 
-def gated_cell_figure(cell) -> Figure:
+def gated_cell_figure(cell) -> Diagram:
     r"""One step of `cell` (`seqmodels.gated.GRU`/`LSTM` or ``nn.GRU``/``nn.LSTM``): a box per gate
     block of its input weights (σ gates in orange, the tanh candidate in green), the inputs
     $\mathbf x_t$ and $\mathbf h_{t-1}$ below, and the additive path of the state along the top:
@@ -221,10 +261,10 @@ def gated_cell_figure(cell) -> Figure:
     title = "LSTM cell" if kind == "lstm" else "GRU cell"
     ax.set_title(f"{title}: {len(gates)} gate blocks of the weights", fontsize=FONT, loc="left")
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
 
 
-def causal_mask_figure(T: int = 6, tokens: list[str] | None = None) -> Figure:
+def causal_mask_figure(T: int = 6, tokens: list[str] | None = None) -> Diagram:
     r"""The causal mask of a decoder over `T` positions: query $i$ (a row) may read key $j$ (a
     column) only for $j \le i$ (filled); the rest is $-\infty$ before the softmax."""
     if T < 2:
@@ -263,10 +303,10 @@ def causal_mask_figure(T: int = 6, tokens: list[str] | None = None) -> Figure:
     for spine in ax.spines.values():
         spine.set_visible(False)
     fig.tight_layout(pad=0.2)
-    return fig
+    return Diagram(fig)
 
 
-def multi_head_figure(attention) -> Figure:
+def multi_head_figure(attention) -> Diagram:
     r"""A `seqmodels.transformer.MultiHeadAttention`: each of its ``n_heads`` heads projects $X$ with
     its own $W^Q_i, W^K_i, W^V_i$ ($d \to d_k$) and attends; the heads are concatenated and mixed by
     $W^O$ (eq-ch8-multihead)."""
@@ -289,7 +329,7 @@ def multi_head_figure(attention) -> Figure:
     ax.text(9.75, 4.35, f"{H} heads, $d = {d}$, $d_k = d/H = {d_k}$", ha="right", va="center",
             fontsize=FONT)  # fmt: skip
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
 
 
 def _block_panel(ax, pre: bool) -> None:
@@ -323,7 +363,7 @@ def _block_panel(ax, pre: bool) -> None:
     ax.set_title("pre-LN" if pre else "post-LN (the original)", fontsize=FONT)
 
 
-def block_figure(*blocks) -> Figure:
+def block_figure(*blocks) -> Diagram:
     r"""Transformer blocks (`seqmodels.transformer.EncoderBlock`/`DecoderBlock`) side by side, from
     the bottom up: without ``norm_first`` (post-LN, the original) the norm follows each residual
     sum; with it (pre-LN) each sublayer reads $\mathrm{LN}(\mathbf x)$ and the residual path from
@@ -338,10 +378,10 @@ def block_figure(*blocks) -> Figure:
         ax.axis("off")
         _block_panel(ax, bool(block.norm_first))
     fig.tight_layout(pad=0.2)
-    return fig
+    return Diagram(fig)
 
 
-def encoder_decoder_figure(model, source: int = 3, target: int = 3) -> Figure:
+def encoder_decoder_figure(model, source: int = 3, target: int = 3) -> Diagram:
     r"""A `seqmodels.seq2seq.Seq2Seq` over `source` input and `target` output steps: the encoder's
     states $\mathbf h^{\text{enc}}_j$ (left), the context $\mathbf c = \mathbf h^{\text{enc}}_n$,
     and the decoder's states $\mathbf h_t$ (right). The routes drawn are the model's ``context``:
@@ -392,10 +432,10 @@ def encoder_decoder_figure(model, source: int = 3, target: int = 3) -> Figure:
     )
     ax.set_title(f"encoder (left), decoder (right); {what}", fontsize=FONT, loc="left")
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
 
 
-def teacher_forcing_figure(steps: int = 4) -> Figure:
+def teacher_forcing_figure(steps: int = 4) -> Diagram:
     r"""The decoder over `steps` steps, twice: trained with **teacher forcing** (each step fed the
     reference token $y_{t-1}$) and tested **free running** (each step fed its own
     $\hat y_{t-1}$, so an early mistake is read by every later step)."""
@@ -421,10 +461,10 @@ def teacher_forcing_figure(steps: int = 4) -> Figure:
                 _arrow(ax, (x + 0.15, y0 + 1.45), (x + dx - 0.3, y0 + 0.28), color=TARGET_COLOR,
                        rad=-0.2, lw=1.0)  # fmt: skip
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
 
 
-def stacked_rnn_figure(rnn, steps: int = 4) -> Figure:
+def stacked_rnn_figure(rnn, steps: int = 4) -> Diagram:
     r"""A recurrent module's layers (``num_layers``) and directions (``bidirectional``) over `steps`
     steps: layer $\ell$ reads the states of layer $\ell - 1$ (eq-stacked-rnn,
     $\mathbf h^{(0)}_t = \mathbf x_t$); a bidirectional layer runs a second chain from the end to the
@@ -466,10 +506,12 @@ def stacked_rnn_figure(rnn, steps: int = 4) -> Figure:
     ax.set_title(f"{kind}: {count}, {'both directions' if both else 'left to right'}",
                  fontsize=FONT, loc="left")  # fmt: skip
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
 
 
-def beam_tree_figure(trace: list, words: dict[int, str], eos: int = 1, beam: int | None = None):
+def beam_tree_figure(
+    trace: list, words: dict[int, str], eos: int = 1, beam: int | None = None
+) -> Diagram:
     r"""The tree a beam search explored, from its `trace` (`seqmodels.decoding.beam_search` with
     ``trace=[]``): one column per step, one node per ranked candidate — kept in the beam (blue),
     kept and ended by ``</s>`` (orange, finished), or pruned (grey) — joined to the prefix it
@@ -507,10 +549,10 @@ def beam_tree_figure(trace: list, words: dict[int, str], eos: int = 1, beam: int
     ax.set_title(f"beam of {size}: kept (blue), finished (orange), pruned (grey)", fontsize=FONT,
                  loc="left")  # fmt: skip
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
 
 
-def attention_figure(weights, keys: list[str] | None = None) -> Figure:
+def attention_figure(weights, keys: list[str] | None = None) -> Diagram:
     r"""One query's soft look-up (eq-attention) with the weights an attention computed: the query
     $\mathbf q$ scores every key $\mathbf k_j$, the softmax gives $\alpha_j$ (each arrow's width and
     label), and the context $\mathbf c = \sum_j \alpha_j \mathbf v_j$ averages the values."""
@@ -545,4 +587,120 @@ def attention_figure(weights, keys: list[str] | None = None) -> Figure:
                 fontsize=FONT)  # fmt: skip
     ax.text(0.0, 2.45, "score, then\nsoftmax", ha="left", va="center", fontsize=FONT)
     fig.tight_layout(pad=0.1)
-    return fig
+    return Diagram(fig)
+
+
+def _taxonomy_families(t: int, n: int) -> list[tuple[str, list[int], str]]:
+    """``(name: examples, the positions the prediction of w_t conditions on, its probability)``."""
+    before = ", ".join(f"w_{s}" for s in range(t - n + 1, t))
+    prefix = ", ".join(f"w_{s}" for s in range(1, t))
+    return [
+        ("left to right (autoregressive): RNNs, GPT", list(range(1, t)), rf"$p(w_{t} \mid {prefix})$"),
+        (f"Markov, order {n - 1} ({n}-gram): n-grams, Bengio", list(range(t - n + 1, t)),
+         rf"$p(w_{t} \mid {before})$"),
+        ("independent (unigram): bag of words", [], rf"$p(w_{t})$"),
+        ("masked (both sides): BERT", None, rf"$p(w_{t} \mid w_{{\neq {t}}})$"),
+    ]  # fmt: skip
+
+
+def taxonomy_figure(tokens: int = 5, t: int = 4, n: int = 3) -> Diagram:
+    r"""Four families of sequence model by what the prediction of one token $w_t$ (orange) may
+    condition on (blue, with an arrow to $w_t$), over a text $w_1, \dots, w_{tokens}$: the whole
+    prefix (left to right, the chain rule eq-chain-rule), the last $n - 1$ tokens (Markov,
+    eq-markov), nothing (independent), or both sides (masked). One row per family, each labelled
+    with the probability it models."""
+    if not 2 <= t <= tokens:
+        raise ValueError(f"expected 2 <= t <= tokens ({tokens}), got t = {t}")
+    if not 2 <= n <= t:
+        raise ValueError(f"expected an n-gram order 2 <= n <= t ({t}), got n = {n}")
+    families = _taxonomy_families(t, n)
+    dx = 1.0
+    xlim, ylim = (0.35, 10.3), (-0.35, 1.0)
+    row = FIGURE_WIDTH * (ylim[1] - ylim[0]) / (xlim[1] - xlim[0])
+    fig, axes = plt.subplots(len(families), 1, figsize=(FIGURE_WIDTH, len(families) * (row + 0.42)))
+    for ax, (name, sources, formula) in zip(axes, families, strict=True):
+        ax.set_xlim(*xlim)
+        ax.set_ylim(*ylim)
+        ax.set_aspect("equal")
+        ax.axis("off")
+        sources = [s for s in range(1, tokens + 1) if s != t] if sources is None else sources
+        for s in range(1, tokens + 1):
+            face = TARGET_COLOR if s == t else STATE if s in sources else OTHER_COLOR
+            _box(ax, dx * s, 0, f"$w_{s}$", w=0.75, h=0.55, face=face)
+        for s in sources:  # an arc over the boxes, from each token read to the predicted one
+            rad = -0.35 if s < t else 0.35
+            _arrow(ax, (dx * s, 0.29), (dx * t + (0.12 if s > t else -0.12), 0.29), rad=rad, lw=1.0)
+        ax.text(dx * tokens + 0.55, 0, formula, ha="left", va="center", fontsize=FONT)
+        ax.set_title(name, fontsize=FONT, loc="left", pad=2)
+    fig.tight_layout(pad=0.1, h_pad=1.1)
+    return Diagram(fig)
+
+
+def scaled_dot_attention_figure(
+    queries: int = 3, keys: int = 4, d: int = 8, d_v: int | None = None, key_mask=None
+) -> Diagram:
+    r"""Scaled dot-product attention in matrix form, over `queries` queries and `keys` keys of size
+    `d` (values of size `d_v`, default `d`): the scores $S = QK^\top/\sqrt d$ (eq-scores), the key
+    mask $m_j$ setting the scores of padded keys to $-\infty$ (eq-masked-softmax), the softmax of
+    each row giving the weights $\alpha_{ij}$ (a padded key's is exactly 0), and the contexts
+    $\mathbf c_i = \sum_j \alpha_{ij} \mathbf v_j$, the rows of $AV$ (eq-attention). `key_mask`
+    (True at real keys) defaults to the last key padded; one grid cell per (query, key) pair."""
+    d_v = d if d_v is None else d_v
+    if queries < 1 or keys < 2:
+        raise ValueError(f"expected at least one query and two keys, got {queries} and {keys}")
+    mask = [j < keys - 1 for j in range(keys)] if key_mask is None else [bool(m) for m in key_mask]
+    if len(mask) != keys or not any(mask):
+        raise ValueError(f"expected a key mask of {keys} entries, at least one True, got {mask}")
+    cell = min(0.6, 2.4 / keys, 1.8 / queries)
+    gw, gh = cell * keys, cell * queries
+    x_s = 2.2  # left edges of the three grids
+    x_m, x_a = x_s + gw + 0.6, x_s + 2 * (gw + 0.6)
+    y0 = 0.45  # bottom of the grids
+    xlim, ylim = (-0.05, max(x_a + gw, x_a + gw / 2 + 1.45) + 0.1), (-0.75, y0 + gh + 2.45)
+    fig, ax = _canvas(FIGURE_WIDTH * (ylim[1] - ylim[0]) / (xlim[1] - xlim[0]), xlim, ylim)
+
+    def grid(x0: float, fill) -> None:
+        for i in range(queries):
+            for j in range(keys):
+                face, text = fill(j)
+                ax.add_patch(Rectangle((x0 + cell * j, y0 + gh - cell * (i + 1)), cell, cell,
+                                       fc=face, ec="#999999", lw=0.8))  # fmt: skip
+                if text and cell >= 0.55:  # else the key's column is grey, named below the grid
+                    ax.text(x0 + cell * (j + 0.5), y0 + gh - cell * (i + 0.5), text, ha="center",
+                            va="center", fontsize=FONT, color="#555555")  # fmt: skip
+
+    grid(x_s, lambda j: (SOURCE_COLOR, ""))
+    padded_face = "white" if cell >= 0.55 else "#cccccc"
+    grid(x_m, lambda j: (SOURCE_COLOR, "") if mask[j] else (padded_face, r"$-\infty$"))
+    grid(x_a, lambda j: (TARGET_COLOR, "") if mask[j] else (padded_face, "0"))
+    top = y0 + gh
+    ax.text(x_s + gw / 2, top + 0.12, r"$S = QK^\top/\sqrt{d}$", ha="center", va="bottom",
+            fontsize=FONT)  # fmt: skip
+    ax.text(x_m + gw / 2, top + 0.12, "mask $m_j$", ha="center", va="bottom", fontsize=FONT)
+    ax.text(x_a + gw / 2, top + 0.12, r"softmax: $A = (\alpha_{ij})$", ha="center", va="bottom",
+            fontsize=FONT)  # fmt: skip
+    for x0 in (x_s, x_m, x_a):
+        ax.text(x0 + gw / 2, y0 - 0.1, f"{queries} × {keys}", ha="center", va="top", fontsize=FONT)
+    _arrow(ax, (x_s + gw + 0.05, y0 + gh / 2), (x_m - 0.05, y0 + gh / 2))
+    _arrow(ax, (x_m + gw + 0.05, y0 + gh / 2), (x_a - 0.05, y0 + gh / 2))
+    # Q and K below the scores, V and the contexts above the weights
+    _box(ax, 0.75, y0 + gh * 0.75 + 0.1, rf"$Q$: {queries} × {d}", w=1.45, h=0.5, face=OTHER_COLOR)
+    _box(ax, 0.75, y0 + gh * 0.25 - 0.3, rf"$K$: {keys} × {d}", w=1.45, h=0.5, face=OTHER_COLOR)
+    for y in (y0 + gh * 0.75 + 0.1, y0 + gh * 0.25 - 0.3):
+        _arrow(ax, (1.5, y), (x_s - 0.05, y0 + gh / 2), lw=1.0)
+    y_top = top + 1.65
+    x_c = x_a + gw / 2
+    _box(ax, x_c - 2.55, y_top, rf"$V$: {keys} × {d_v}", w=1.45, h=0.5, face=OTHER_COLOR)
+    _box(ax, x_c, y_top, rf"$C = AV$: {queries} × {d_v}", w=2.3, h=0.5, face="white")
+    _arrow(ax, (x_c - 1.81, y_top), (x_c - 1.16, y_top))
+    _arrow(ax, (x_a + gw / 2, top + 0.5), (x_a + gw / 2, y_top - 0.27))
+    ax.text(x_c, y_top + 0.35,
+            r"row $i$: $\mathbf{c}_i = \sum_j \alpha_{ij} \mathbf{v}_j$", ha="center", va="bottom",
+            fontsize=FONT)  # fmt: skip
+    padded = keys - sum(mask)
+    what = f"{padded} padded key{'s' if padded != 1 else ''}"
+    if cell < 0.55:  # too small to write in: grey is −∞ in the scores, 0 in the weights
+        what += r" (grey: $-\infty$, then 0)"
+    ax.text(x_m + gw / 2, y0 - 0.5, what, ha="center", va="top", fontsize=FONT)
+    fig.tight_layout(pad=0.1)
+    return Diagram(fig)

@@ -41,8 +41,9 @@ SERIES_COLORS: tuple[str, ...] = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#
 TARGET_COLOR, SOURCE_COLOR, OTHER_COLOR = "#e69f00", "#56b4e9", "#eeeeee"
 
 FIGURE_WIDTH = 5.5  # inches: 528 CSS px at 100 %, the width of the book's text column or less
-PHONE_WIDTH_PX = 350  # a 400-px-wide phone shows figures 352 px wide (measured in Chromium)
-MIN_TEXT_PX = 9.0  # no text in a figure is smaller than this on that phone (CSS px)
+PHONE_WIDTH_PX = 352  # a 400-px-wide phone shows figures 352 px wide (measured in Chromium)
+DESKTOP_WIDTH_PX = 784  # the text column of a 1,400-px-wide window
+MIN_TEXT_PX = 9.0  # no text in a figure is smaller than this on either (CSS px)
 
 #: The book's matplotlib settings (`use_book_style` applies them).
 BOOK_STYLE: dict[str, object] = {
@@ -94,22 +95,39 @@ def model_color(kind: str) -> str:
     return MODEL_COLORS[key]
 
 
-def smallest_text_px(fig: Figure, shown_width_px: float = PHONE_WIDTH_PX) -> float:
-    """The height in CSS px of the figure's smallest visible text when shown `shown_width_px` wide.
+def shown_width_in(fig: Figure) -> float:
+    """The width in inches of `fig` as the book exports it: the larger of its own width and its tight
+    bounding box (``bbox_inches="tight"``, padded by ``savefig.pad_inches`` each side), since text
+    that sticks out of the figure (a legend or label placed outside the axes) widens the image."""
+    fig.draw_without_rendering()  # tick labels get their text, constrained layouts their place
+    tight = fig.get_tightbbox()
+    pad = float(plt.rcParams["savefig.pad_inches"])
+    return max(float(fig.get_size_inches()[0]), float(tight.width) + 2 * pad)
 
-    The browser scales the whole figure to fit: text of ``s`` points in a figure ``w`` inches wide is
-    ``s / 72 * shown_width_px / w`` px high (a figure narrower than that is not enlarged).
+
+def smallest_text_px(
+    fig: Figure, shown_width_px: float = PHONE_WIDTH_PX, *, texts: bool = False
+) -> float | list[tuple[float, str]]:
+    """The height in CSS px of the figure's smallest visible text when the page shows it at most
+    `shown_width_px` wide (`PHONE_WIDTH_PX` on a 400-px phone, `DESKTOP_WIDTH_PX` at 1,400 px).
+
+    A figure is shown at min(its native width, the column): text of ``s`` points in an image ``w``
+    inches wide (`shown_width_in`) is ``s / 72 * min(shown_width_px / w, 96)`` px high, 96 CSS px per
+    inch at its native size. Every visible, non-blank `Text` of the figure counts: titles, axis and
+    tick labels, annotations, legends, colour-bar labels. A figure-like object that wraps a figure
+    (a diagram's `.figure`) is measured through it. With ``texts=True``, every text's
+    ``(px, text)``, smallest first, instead of the minimum.
     """
-    width_in = fig.get_size_inches()[0]
-    scale = min(shown_width_px / width_in, 96.0)  # 96 CSS px per inch at 100 %
-    sizes = [
-        t.get_fontsize()
+    fig = getattr(fig, "figure", fig) if not isinstance(fig, Figure) else fig
+    scale = min(shown_width_px / shown_width_in(fig), 96.0)
+    sizes = sorted(
+        (t.get_fontsize() / 72 * scale, t.get_text())
         for t in fig.findobj(Text)
-        if t.get_visible() and t.get_text().strip() and t.figure is fig
-    ]
+        if t.get_visible() and t.get_text().strip()
+    )
     if not sizes:
         raise ValueError("the figure has no visible text to measure")
-    return min(sizes) / 72 * scale
+    return sizes if texts else sizes[0][0]
 
 
 # (title, which positions condition the prediction of the target, subtitle)
@@ -554,6 +572,7 @@ def attention_heatmaps(
         figsize=(FIGURE_WIDTH, height),
         gridspec_kw={"width_ratios": widths},
         squeeze=False,
+        layout="constrained",  # the colour bar and its label inside the figure's width
     )
     image = None
     for ax, (title, weights, source, output) in zip(axes[0], panels, strict=True):
@@ -570,7 +589,5 @@ def attention_heatmaps(
         ax.grid(False)
         ax.set_xlabel(xlabel)
     axes[0][0].set_ylabel(ylabel)
-    fig.tight_layout(rect=(0, 0, 0.9, 1))
-    bar = fig.add_axes((0.91, 0.2, 0.02, 0.65))
-    fig.colorbar(image, cax=bar, label="attention weight α")
+    fig.colorbar(image, ax=list(axes[0]), label="attention weight α", fraction=0.05, pad=0.02)
     return fig
