@@ -8,7 +8,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from seqmodels.device import get_device, set_deterministic  # noqa: E402
-from seqmodels.plots import next_token_bars, perplexity_vs_order, taxonomy_figure  # noqa: E402
+from seqmodels.plots import next_token_bars, perplexity_vs_order  # noqa: E402
 from seqmodels.seeding import make_generator, seed_everything  # noqa: E402
 from seqmodels.vocab import Vocabulary  # noqa: E402
 
@@ -49,7 +49,6 @@ def test_seeding_makes_draws_repeatable_and_refuses_bad_seeds():
 
 
 def test_figures_have_the_promised_panels_and_refuse_mismatched_data():
-    assert len(taxonomy_figure().axes) == 4
     ax = perplexity_vs_order({"a": [3.0, 2.0]}, [1, 2], bounds={"a": 1.5}, floors={"a": [2.5, 1.5]})
     assert [line.get_linestyle() for line in ax.get_lines()[:3]] == ["-", "--", ":"]
     with pytest.raises(ValueError, match="2 points for 3 orders"):

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.patches import Circle, FancyArrowPatch
+from matplotlib.patches import FancyArrowPatch
 from matplotlib.text import Text
 
 #: One colour per kind of model, the same in every chapter (Okabe–Ito and Tol's colour-blind-safe
@@ -128,46 +128,6 @@ def smallest_text_px(
     if not sizes:
         raise ValueError("the figure has no visible text to measure")
     return sizes if texts else sizes[0][0]
-
-
-# (title, which positions condition the prediction of the target, subtitle)
-_TAXONOMY = [
-    ("Left to right (autoregressive)", [0, 1, 2], r"$p(w_4 \mid w_1, w_2, w_3)$: RNNs, GPT"),
-    ("Markov / n-gram, n = 3", [1, 2], r"$p(w_4 \mid w_2, w_3)$: n-grams, Bengio"),
-    ("Independent (unigram)", [], r"$p(w_4)$: bag of words"),
-    ("Masked (both sides)", [0, 1, 2, 4], r"$p(w_4 \mid w_{\neq 4})$: BERT"),
-]
-
-
-def taxonomy_figure(n_tokens: int = 5, target: int = 3) -> Figure:
-    """Four families of sequence model, drawn by the tokens that one prediction may see."""
-    fig, axes = plt.subplots(2, 2, figsize=(FIGURE_WIDTH, 3.6))
-    for ax, (title, sources, formula) in zip(axes.flat, _TAXONOMY, strict=True):
-        ax.set_xlim(-0.55, n_tokens - 0.45)
-        ax.set_ylim(-0.5, 1.0)
-        ax.set_aspect("equal")
-        ax.axis("off")
-        ax.set_title(f"{title}\n{formula}", fontsize=10.5, loc="left")
-        for i in range(n_tokens):
-            is_target, is_source = i == target, i in sources
-            face = TARGET_COLOR if is_target else (SOURCE_COLOR if is_source else OTHER_COLOR)
-            ax.add_patch(Circle((i, 0), 0.4, facecolor=face, edgecolor="#333333", lw=1))
-            label = "?" if is_target else f"$w_{i + 1}$"
-            ax.text(i, 0, label, ha="center", va="center", fontsize=10.5)
-        for s in sources:
-            ax.add_patch(
-                FancyArrowPatch(
-                    (s, 0.4),
-                    (target, 0.4),
-                    connectionstyle=f"arc3,rad={-0.4 if s < target else 0.4}",
-                    arrowstyle="-|>",
-                    mutation_scale=10,
-                    color="#1d3557",
-                    lw=1.1,
-                )
-            )
-    fig.tight_layout(h_pad=1.2, w_pad=0.8)
-    return fig
 
 
 def perplexity_vs_order(
