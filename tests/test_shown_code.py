@@ -45,9 +45,29 @@ SHOWN: dict[str, list[str]] = {
     "ch04_gradients": [],
     "ch05_gated": [],
     "ch06_encoder_decoder": [],
-    "ch07_attention": [],
-    "ch08_transformers": [],
-    "ch09_decoding": [],
+    "ch07_attention": [
+        "seqmodels.attention.additive_scores",
+        "seqmodels.attention.masked_softmax",
+        "seqmodels.attention.Attention.forward",
+        "seqmodels.attention.scaled_dot_attention",
+    ],
+    "ch08_transformers": [
+        "seqmodels.transformer.MultiHeadAttention.forward",
+        "seqmodels.transformer.sinusoidal_positions",
+        "seqmodels.transformer._Block._sublayer",
+        "seqmodels.transformer.EncoderBlock.forward",
+        "seqmodels.transformer.causal_mask",
+        "seqmodels.transformer.TransformerLM.hidden_states",
+        "seqmodels.transformer.TransformerLM.forward",
+        "seqmodels.transformer.TransformerSeq2Seq.encode",
+        "seqmodels.transformer.TransformerSeq2Seq.decode",
+    ],
+    "ch09_decoding": [
+        "seqmodels.decoding.beam_search",
+        "seqmodels.decoding.temperature",
+        "seqmodels.decoding.top_p_filter",
+        "seqmodels.decoding.sample",
+    ],
 }
 
 

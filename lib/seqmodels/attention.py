@@ -70,10 +70,18 @@ def additive_scores(
     W_k: torch.Tensor,  # noqa: N803
     w: torch.Tensor,
 ) -> torch.Tensor:
-    r"""$s_{ij} = w^\top \tanh(W_q q_i + W_k k_j)$, i.e. $w^\top\tanh(W[q_i; k_j])$ with
-    $W = [W_q\; W_k]$; ``W_q: (a, d_q)``, ``W_k: (a, d_k)``, ``w: (a,)`` → ``(batch, Tq, Tk)``.
+    r"""Eq. (eq-scores), additive: $w^\top \tanh(W_q q_i + W_k k_j)$, ``(batch, Tq, Tk)``.
 
+    That is $w^\top\tanh(W[q_i; k_j])$ with $W = [W_q\; W_k]$; ``W_q: (a, d_q)``,
+    ``W_k: (a, d_k)``, ``w: (a,)``.
     Memory grows as ``batch × Tq × Tk × a``: every pair gets its own hidden vector."""
+    _check_additive(q, k, W_q, W_k, w)
+    hidden = torch.tanh((q @ W_q.T)[:, :, None, :] + (k @ W_k.T)[:, None, :, :])
+    return hidden @ w
+
+
+def _check_additive(q, k, W_q, W_k, w) -> None:  # noqa: N803
+    """Refuse additive-score parameters whose shapes do not fit `q` and `k`."""
     _check_qk(q, k, same_size=False)
     a = w.shape[0]
     if W_q.shape != (a, q.shape[-1]) or W_k.shape != (a, k.shape[-1]) or w.ndim != 1:
@@ -81,18 +89,25 @@ def additive_scores(
             f"expected W_q: ({a}, {q.shape[-1]}), W_k: ({a}, {k.shape[-1]}), w: ({a},), got "
             f"{tuple(W_q.shape)}, {tuple(W_k.shape)}, {tuple(w.shape)}"
         )
-    hidden = torch.tanh((q @ W_q.T)[:, :, None, :] + (k @ W_k.T)[:, None, :, :])
-    return hidden @ w
 
 
 def masked_softmax(scores: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
-    r"""Softmax over the last axis (the keys) with masked keys at $-\infty$: ``(batch, Tq, Tk)``.
+    r"""Eq. (eq-masked-softmax): weights ``(batch, Tq, Tk)``, masked keys $-\infty$ before softmax.
 
     `key_mask` is bool, True where a query may read a key: ``(batch, Tk)`` (the same keys for every
     query: padding) or ``(batch, Tq, Tk)`` (per query, e.g. padding and a causal mask together).
     A row with no key allowed is all zeros."""
     if key_mask is None:
         return torch.softmax(scores, dim=-1)
+    _check_key_mask(scores, key_mask)
+    allowed = key_mask[:, None, :] if key_mask.ndim == 2 else key_mask
+    masked = scores.masked_fill(~allowed, float("-inf"))
+    weights = torch.softmax(masked, dim=-1)
+    return weights.nan_to_num(0.0)  # rows with every key masked: 0 / 0 → 0
+
+
+def _check_key_mask(scores: torch.Tensor, key_mask: torch.Tensor) -> None:
+    """Refuse a key mask that is not bool of shape ``(batch, Tk)`` or ``(batch, Tq, Tk)``."""
     batch, queries, keys = scores.shape
     if key_mask.dtype != torch.bool or key_mask.shape not in (
         (batch, keys),
@@ -102,10 +117,6 @@ def masked_softmax(scores: torch.Tensor, key_mask: torch.Tensor | None = None) -
             f"expected a bool key_mask of shape ({batch}, {keys}) or ({batch}, {queries}, {keys}), "
             f"got {key_mask.dtype} {tuple(key_mask.shape)}"
         )
-    allowed = key_mask[:, None, :] if key_mask.ndim == 2 else key_mask
-    masked = scores.masked_fill(~allowed, float("-inf"))
-    weights = torch.softmax(masked, dim=-1)
-    return weights.nan_to_num(0.0)  # rows with every key masked: 0 / 0 → 0
 
 
 def attend(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -125,9 +136,10 @@ def scaled_dot_attention(
     v: torch.Tensor,
     key_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""$\mathrm{softmax}(QK^\top/\sqrt{d})V$ with padded keys masked: ``(context, weights)``.
+    r"""Eq. (eq-attention), scaled dot score, masked: ``(context (batch, Tq, d_v), weights)``.
 
-    Equal to ``torch.nn.functional.scaled_dot_product_attention`` with ``attn_mask=key_mask[:, None]``
+    That is $\mathrm{softmax}(QK^\top/\sqrt{d})V$ with padded keys masked. Equal to
+    ``torch.nn.functional.scaled_dot_product_attention`` with ``attn_mask=key_mask[:, None]``
     (where some key is real), which also returns no weights."""
     weights = masked_softmax(scaled_dot_scores(q, k), key_mask)
     return attend(weights, v), weights
@@ -183,6 +195,7 @@ class Attention(nn.Module):
         v: torch.Tensor,
         key_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Eq. (eq-attention): ``(context: (batch, Tq, d_v), weights: (batch, Tq, Tk))``."""
         scores = self.scores(q, k)
         if self.divisor != 1.0:
             scores = scores / self.divisor

@@ -21,6 +21,21 @@ decoder state instead: cheaper per token, but it cannot fork a state into a beam
   distribution those samples follow.
 - Text statistics for degeneration: :func:`distinct_n`, :func:`repeated_ngram_share`,
   :func:`ngram_counts`, :func:`total_variation`.
+
+Beam search's rules (:func:`beam_search`). Start from one live hypothesis ``[bos]`` (log-prob 0). At
+each of at most `max_len` steps, extend every live hypothesis by every token and keep the
+`beam_size` best candidates by cumulative log-prob (ties: the earlier live hypothesis, then the
+lower token id — a stable descending sort of the flattened ``(hypothesis, token)`` scores). Kept
+candidates ending in ``eos`` are finished and leave the beam; the others stay live. Stop when none
+is live or after `max_len` steps; unfinished ones are dropped. A finished hypothesis scores $\log
+p(y) / (|y| + 1)^\alpha$ (eq-ch9-length-norm; the length counts ``eos``). Returns the finished
+hypotheses sorted by score, best first (stable: ties keep finishing order); empty if none finished.
+With ``beam_size >= V ** max_len`` it equals :func:`exhaustive_search`.
+
+With a list `trace`, each step appends the list of its best ``2 * beam_size`` candidates of
+finite log-prob, in the order the search ranks them, as dicts ``{"prefix": tokens so far,
+"token", "log_prob": cumulative, "kept": in the beam, "finished": kept and eos}`` (what
+`seqmodels.diagrams.beam_tree_figure` draws); it changes nothing else.
 """
 
 from __future__ import annotations
@@ -61,12 +76,19 @@ def _check_logits(logits: torch.Tensor) -> None:
 
 
 def temperature(logits: torch.Tensor, t: float) -> torch.Tensor:
-    r"""$z / t$: softmax$(z/t)$ sharpens towards the argmax as $t \to 0$ and flattens towards uniform
-    as $t \to \infty$ (eq-ch9-temperature). `logits: (..., V)`; $t > 0$."""
+    r"""Eq. (eq-ch9-temperature): the logits $z / t$ ``(..., V)`` for ``logits: (..., V)``.
+
+    $t > 0$; softmax$(z/t)$ sharpens towards the argmax as $t \to 0$ and flattens towards uniform as
+    $t \to \infty$."""
     _check_logits(logits)
+    _check_temperature(t)
+    return logits / t
+
+
+def _check_temperature(t: float) -> None:
+    """Refuse a temperature that is not a finite number above zero."""
     if isinstance(t, bool) or not isinstance(t, int | float) or not (t > 0 and math.isfinite(t)):
         raise ValueError(f"expected a temperature t > 0 (finite), got {t!r}")
-    return logits / t
 
 
 def _count_larger(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -97,17 +119,17 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
-    r"""Nucleus filtering (Holtzman et al. 2020): keep token $i$ iff the probability of the tokens
-    *strictly more probable* than $i$ is $< p$ (eq-ch9-top-p).
+    r"""Eq. (eq-ch9-top-p): ``logits (..., V)``, $-\infty$ outside the nucleus of mass $p$.
 
-    That is the smallest set of most probable tokens whose mass is $\ge p$, with tied tokens all
-    kept; the most probable token is always kept, and $p = 1$ keeps every token (the identity: the
-    tokens more probable than any token hold less than all the mass, however small its own share,
-    though in float64 a share below about 1e-16 would not change the running sum).
-    Probabilities are ``softmax(logits)`` in float64. `logits: (..., V)`; $0 < p \le 1$."""
+    Nucleus filtering (Holtzman et al. 2020) keeps token $i$ iff the probability of the tokens
+    *strictly more probable* than $i$ is $< p$: the smallest set of most probable tokens whose
+    mass is $\ge p$, with tied tokens all kept; the most probable token is always kept, and
+    $p = 1$ keeps every token (the identity: the tokens more probable than any token hold less
+    than all the mass, however small its own share, though in float64 a share below about 1e-16
+    would not change the running sum). Probabilities are ``softmax(logits)`` in float64;
+    $0 < p \le 1$."""
     _check_logits(logits)
-    if isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
-        raise ValueError(f"expected 0 < p <= 1, got {p!r}")
+    _check_p(p)
     if p == 1:
         return logits.clone()
     descending, order, larger = _count_larger(torch.softmax(logits.double(), dim=-1))
@@ -115,6 +137,12 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     top_mass = torch.cat([torch.zeros_like(descending[..., :1]), descending.cumsum(-1)], dim=-1)
     larger_mass = top_mass.gather(-1, larger)
     return logits.masked_fill(~_unsort(larger_mass < p, order), -math.inf)
+
+
+def _check_p(p: float) -> None:
+    """Refuse a nucleus mass outside ``0 < p <= 1``."""
+    if isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
+        raise ValueError(f"expected 0 < p <= 1, got {p!r}")
 
 
 def filter_logits(
@@ -145,12 +173,12 @@ def _check_generator(generator: torch.Generator) -> None:
 
 
 def sample(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    r"""One token per row of `logits: (..., V)` (any device): int64 ``(...)`` on the CPU.
+    r"""One token $y \sim \mathrm{softmax}(z)$ per row of ``logits: (..., V)``: int64 ``(...)``.
 
-    Exactly reproducible on CPU and GPU: probs = softmax(logits) in float64 on the CPU; one
-    ``u = torch.rand(n, generator=generator, dtype=torch.float64)`` per row (a CPU generator); the
-    token is the first index whose cumulative probability exceeds $u$ (clamped to $V - 1$), i.e.
-    inverse-CDF sampling, $P(\text{token} = i) = p_i$."""
+    Any device, tokens on the CPU; exactly reproducible on CPU and GPU: probs = softmax(logits) in
+    float64 on the CPU; one ``u = torch.rand(n, generator=generator, dtype=torch.float64)`` per row
+    (a CPU generator); the token is the first index whose cumulative probability exceeds $u$
+    (clamped to $V - 1$), i.e. inverse-CDF sampling, $P(\text{token} = i) = p_i$."""
     _check_logits(logits)
     _check_generator(generator)
     flat = logits.detach().to("cpu", torch.float64).reshape(-1, logits.shape[-1])
@@ -294,63 +322,74 @@ def beam_search(
     alpha: float = 0.0,
     trace: list | None = None,
 ) -> list[Hypothesis]:
-    r"""Beam search: keep the `beam_size` best prefixes by cumulative log-prob at each step.
+    r"""Eq. (eq-ch9-length-norm): the finished hypotheses of a `beam_size` beam, best score first.
 
-    Start from one live hypothesis ``[bos]`` (log-prob 0). At each of at most `max_len` steps, extend
-    every live hypothesis by every token and keep the `beam_size` best candidates by cumulative
-    log-prob (ties: the earlier live hypothesis, then the lower token id — a stable descending sort
-    of the flattened ``(hypothesis, token)`` scores). Kept candidates ending in ``eos`` are finished
-    and leave the beam; the others stay live. Stop when none is live or after `max_len` steps;
-    unfinished ones are dropped. A finished hypothesis scores
-    $\log p(y) / (|y| + 1)^\alpha$ (eq-ch9-length-norm; the length counts ``eos``). Returns the
-    finished hypotheses sorted by score, best first (stable: ties keep finishing order); empty if
-    none finished. With ``beam_size >= V ** max_len`` it equals :func:`exhaustive_search`.
-
-    With a list `trace`, each step appends the list of its best ``2 * beam_size`` candidates of
-    finite log-prob, in the order the search ranks them, as dicts ``{"prefix": tokens so far,
-    "token", "log_prob": cumulative, "kept": in the beam, "finished": kept and eos}`` (what
-    `seqmodels.diagrams.beam_tree_figure` draws); it changes nothing else."""
-    _check_search(max_len, bos, eos)
-    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"expected an integer beam_size >= 1, got {beam_size!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not math.isfinite(alpha):
-        raise ValueError(f"expected a finite alpha, got {alpha!r}")
-    live: list[tuple[list[int], float]] = [([], 0.0)]
+    Each step extends every live prefix by every token and keeps the `beam_size` best by cumulative
+    log-prob; kept candidates ending in ``eos`` are finished (the rules: the module's docstring)."""
+    _check_beam(max_len, bos, eos, beam_size, alpha)
+    live: list[tuple[list[int], float]] = [([], 0.0)]  # (prefix after bos, log p(prefix))
     finished: list[Hypothesis] = []
     for _ in range(max_len):
         if not live:
             break
         prefixes = torch.tensor([[bos, *y] for y, _ in live], dtype=torch.int64)
-        lp = _call(next_log_probs, prefixes)
-        totals = torch.tensor([s for _, s in live], dtype=torch.float64)[:, None] + lp
-        order = totals.flatten().sort(descending=True, stable=True).indices[:beam_size]
-        V = lp.shape[1]
-        flat = totals.flatten()
-        nxt = []
+        lp = _call(next_log_probs, prefixes)  # (live, V): log p(y_t | prefix)
+        totals = (torch.tensor([s for _, s in live], dtype=torch.float64)[:, None] + lp).flatten()
+        kept = totals.sort(descending=True, stable=True).indices[:beam_size].tolist()
         if trace is not None:
-            ranked = flat.sort(descending=True, stable=True).indices[: 2 * beam_size].tolist()
-            trace.append(
-                [
-                    {
-                        "prefix": tuple(live[i // V][0]),
-                        "token": i % V,
-                        "log_prob": float(flat[i]),
-                        "kept": rank < beam_size,
-                        "finished": rank < beam_size and i % V == eos,
-                    }
-                    for rank, i in enumerate(ranked)
-                    if math.isfinite(float(flat[i]))
-                ]
-            )
-        for index in order.tolist():
-            h, token = divmod(index, V)
-            y, total = live[h][0], float(flat[index])
-            if token == eos:
-                finished.append(Hypothesis(list(y), total, _score(total, len(y) + 1, alpha)))
-            else:
-                nxt.append(([*y, token], total))
-        live = nxt
+            trace.append(_trace_step(live, totals, lp.shape[1], beam_size, eos))
+        live = _expand(live, totals, kept, lp.shape[1], eos, alpha, finished)
     return sorted(finished, key=lambda hyp: -hyp.score)
+
+
+def _check_beam(max_len: int, bos: int, eos: int, beam_size: int, alpha: float) -> None:
+    """Refuse a beam search's settings: `max_len`, `bos`, `eos`, `beam_size` and `alpha`."""
+    _check_search(max_len, bos, eos)
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"expected an integer beam_size >= 1, got {beam_size!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not math.isfinite(alpha):
+        raise ValueError(f"expected a finite alpha, got {alpha!r}")
+
+
+def _expand(
+    live: list[tuple[list[int], float]],
+    totals: torch.Tensor,
+    kept: list[int],
+    V: int,  # noqa: N803
+    eos: int,
+    alpha: float,
+    finished: list[Hypothesis],
+) -> list[tuple[list[int], float]]:
+    """The next live prefixes from the `kept` flat ``(hypothesis, token)`` indices into `totals`;
+    those ending in ``eos`` are appended to `finished`, scored by eq-ch9-length-norm."""
+    nxt = []
+    for index in kept:
+        h, token = divmod(index, V)
+        y, total = live[h][0], float(totals[index])
+        if token == eos:
+            finished.append(Hypothesis(list(y), total, _score(total, len(y) + 1, alpha)))
+        else:
+            nxt.append(([*y, token], total))
+    return nxt
+
+
+def _trace_step(
+    live: list[tuple[list[int], float]], totals: torch.Tensor, V: int, beam_size: int, eos: int
+) -> list[dict]:
+    """One step of `beam_search`'s trace: its best ``2 * beam_size`` candidates of finite
+    log-prob, ranked as the search ranks them (the module's docstring)."""
+    ranked = totals.sort(descending=True, stable=True).indices[: 2 * beam_size].tolist()
+    return [
+        {
+            "prefix": tuple(live[i // V][0]),
+            "token": i % V,
+            "log_prob": float(totals[i]),
+            "kept": rank < beam_size,
+            "finished": rank < beam_size and i % V == eos,
+        }
+        for rank, i in enumerate(ranked)
+        if math.isfinite(float(totals[i]))
+    ]
 
 
 def exhaustive_search(

@@ -44,19 +44,18 @@ def _check_positive(**sizes: object) -> None:
 
 
 def causal_mask(T: int, device: torch.device | str | None = None) -> torch.Tensor:
-    r"""``(T, T)`` bool, True at $j \le i$: query $i$ may read keys $0..i$ only."""
+    r"""Eq. (eq-ch8-causal): ``(T, T)`` bool, True at $j \le i$: query $i$ reads keys $0..i$."""
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
 
 def sinusoidal_positions(
     T: int, d: int, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None
 ) -> torch.Tensor:
-    r"""Vaswani et al.'s encodings ``(T, d)``: $PE_{p, 2i} = \sin(p / 10000^{2i/d})$,
-    $PE_{p, 2i+1} = \cos(p / 10000^{2i/d})$ for positions $p = 0..T-1$ (odd $d$: the last column
-    is a sine)."""
-    if not isinstance(T, int) or T < 0:
-        raise ValueError(f"expected T to be a non-negative integer, got {T!r}")
-    _check_positive(d=d)
+    r"""Eq. (eq-ch8-sinusoidal): Vaswani et al.'s encodings ``(T, d)`` of positions $0..T-1$.
+
+    $PE_{p, 2i} = \sin(p / 10000^{2i/d})$, $PE_{p, 2i+1} = \cos(p / 10000^{2i/d})$ (odd $d$: the
+    last column is a sine)."""
+    _check_sizes(T, d)
     position = torch.arange(T, dtype=torch.float64, device=device)[:, None]
     rates = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64, device=device) / d)
     angles = position * rates  # (T, ceil(d / 2))
@@ -64,6 +63,13 @@ def sinusoidal_positions(
     pe[:, 0::2] = torch.sin(angles)
     pe[:, 1::2] = torch.cos(angles[:, : d // 2])
     return pe.to(dtype)
+
+
+def _check_sizes(T: int, d: int) -> None:
+    """Refuse a negative or non-integer length `T` or a width `d` below one."""
+    if not isinstance(T, int) or T < 0:
+        raise ValueError(f"expected T to be a non-negative integer, got {T!r}")
+    _check_positive(d=d)
 
 
 class SinusoidalPositions(nn.Module):
@@ -130,6 +136,15 @@ def allowed_keys(
     return allowed if key_mask is None else allowed & key_mask[:, None, :]
 
 
+def _copy_linear(proj: nn.Linear, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+    """Copy `weight` and `bias` into `proj`, which must have a bias exactly when `bias` is given."""
+    proj.weight.copy_(weight)
+    if (proj.bias is None) != (bias is None):
+        raise ValueError("expected both modules to have biases, or neither")
+    if bias is not None:
+        proj.bias.copy_(bias)
+
+
 class MultiHeadAttention(nn.Module):
     r"""$\mathrm{Concat}(h_1..h_H) W^O$ with $h_i = \mathrm{Attention}(X_q W^Q_i, X_{kv} W^K_i,
     X_{kv} W^V_i)$; ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj`` are ``nn.Linear(d, d)`` whose
@@ -168,6 +183,26 @@ class MultiHeadAttention(nn.Module):
         key_mask: torch.Tensor | None = None,
         causal: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Eq. (eq-ch8-multihead): ``(output: (batch, Tq, d), weights: (batch, H, Tq, Tk))``."""
+        key, value = self._check_inputs(query, key, value)
+        (batch, T_q, _), T_k = query.shape, key.shape[1]
+        allowed = allowed_keys(batch, T_q, T_k, key_mask, causal, query.device)
+        if allowed is not None:  # the same mask for each of the H heads
+            allowed = allowed.repeat_interleave(self.n_heads, dim=0)
+        q, k, v = (
+            self._heads(self.q_proj(query)),  # X_q W^Q_i for every head i: (batch * H, Tq, d_k)
+            self._heads(self.k_proj(key)),
+            self._heads(self.v_proj(value)),
+        )
+        context, weights = scaled_dot_attention(q, k, v, allowed)  # h_i: (batch * H, Tq, d_k)
+        context = context.view(batch, self.n_heads, T_q, self.d_k).transpose(1, 2)
+        output = self.out_proj(context.reshape(batch, T_q, self.d_model))  # Concat(h_i) W^O
+        return output, weights.view(batch, self.n_heads, T_q, T_k)
+
+    def _check_inputs(
+        self, query: torch.Tensor, key: torch.Tensor | None, value: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(key, value)``, each defaulting to `query` (self-attention), after checking shapes."""
         key = query if key is None else key
         value = key if value is None else value
         for name, x in (("query", query), ("key", key), ("value", value)):
@@ -175,30 +210,29 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(
                     f"expected {name} of shape (batch, time, {self.d_model}), got {tuple(x.shape)}"
                 )
-        batch, T_q, _ = query.shape
-        T_k = key.shape[1]
-        if key.shape[:2] != value.shape[:2] or key.shape[0] != batch:
+        if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
             raise ValueError(
-                f"expected key and value of shape ({batch}, Tk, d), got {tuple(key.shape)} and "
-                f"{tuple(value.shape)}"
+                f"expected key and value of shape ({query.shape[0]}, Tk, d), got "
+                f"{tuple(key.shape)} and {tuple(value.shape)}"
             )
-        allowed = allowed_keys(batch, T_q, T_k, key_mask, causal, query.device)
-        if allowed is not None:
-            allowed = allowed.repeat_interleave(self.n_heads, dim=0)
-        q, k, v = (
-            self._heads(self.q_proj(query)),
-            self._heads(self.k_proj(key)),
-            self._heads(self.v_proj(value)),
-        )
-        context, weights = scaled_dot_attention(q, k, v, allowed)  # (batch * H, Tq, d_k)
-        context = context.view(batch, self.n_heads, T_q, self.d_k).transpose(1, 2)
-        output = self.out_proj(context.reshape(batch, T_q, self.d_model))
-        return output, weights.view(batch, self.n_heads, T_q, T_k)
+        return key, value
 
     @torch.no_grad()
     def copy_from(self, mha: nn.MultiheadAttention) -> MultiHeadAttention:
         """Take the weights of ``nn.MultiheadAttention(d, H)`` (its ``in_proj_weight`` stacks
         $W^Q$, $W^K$, $W^V$). Returns self."""
+        self._check_torch_module(mha)
+        weights = mha.in_proj_weight.chunk(3)
+        biases = mha.in_proj_bias.chunk(3) if mha.in_proj_bias is not None else (None,) * 3
+        for proj, w, b in zip(
+            (self.q_proj, self.k_proj, self.v_proj), weights, biases, strict=True
+        ):
+            _copy_linear(proj, w, b)
+        self.out_proj.load_state_dict(mha.out_proj.state_dict())
+        return self
+
+    def _check_torch_module(self, mha: nn.MultiheadAttention) -> None:
+        """Refuse an ``nn.MultiheadAttention`` of another size, head count or key/value size."""
         if mha.embed_dim != self.d_model or mha.num_heads != self.n_heads:
             raise ValueError(
                 f"expected nn.MultiheadAttention({self.d_model}, {self.n_heads}), got "
@@ -206,18 +240,6 @@ class MultiHeadAttention(nn.Module):
             )
         if not mha._qkv_same_embed_dim:
             raise ValueError("expected nn.MultiheadAttention with kdim = vdim = embed_dim")
-        weights = mha.in_proj_weight.chunk(3)
-        biases = mha.in_proj_bias.chunk(3) if mha.in_proj_bias is not None else (None,) * 3
-        for proj, w, b in zip(
-            (self.q_proj, self.k_proj, self.v_proj), weights, biases, strict=True
-        ):
-            proj.weight.copy_(w)
-            if (proj.bias is None) != (b is None):
-                raise ValueError("expected both modules to have biases, or neither")
-            if b is not None:
-                proj.bias.copy_(b)
-        self.out_proj.load_state_dict(mha.out_proj.state_dict())
-        return self
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}"
@@ -241,6 +263,7 @@ class _Block(nn.Module):
         return self.linear2(self.dropout(torch.relu(self.linear1(x))))
 
     def _sublayer(self, x: torch.Tensor, norm: nn.LayerNorm, fn) -> torch.Tensor:
+        r"""Eq. (eq-ch8-ln): pre-LN $x + f(\mathrm{LN}(x))$ or post-LN $\mathrm{LN}(x + f(x))$."""
         if self.norm_first:
             return x + self.dropout(fn(norm(x)))
         return norm(x + self.dropout(fn(x)))
@@ -284,6 +307,7 @@ class EncoderBlock(_Block):
     def forward(
         self, x: torch.Tensor, key_mask: torch.Tensor | None = None, causal: bool = False
     ) -> torch.Tensor:
+        """Eq. (eq-ch8-ln): self-attention then the feed-forward network, ``(batch, T, d)``."""
         x = self._sublayer(x, self.norm1, lambda y: self._self_attention(y, key_mask, causal))
         return self._sublayer(x, self.norm2, self.feed_forward)
 
@@ -409,13 +433,9 @@ class TransformerLM(nn.Module):
             self.output.weight = self.embed.embedding.weight
 
     def hidden_states(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The last block's output after the final norm: ``(batch, T, d)``."""
-        _check_tokens(tokens, self.vocab_size)
-        if tokens.shape[1] > self.max_len:
-            raise ValueError(
-                f"expected at most max_len = {self.max_len} tokens, got {tokens.shape[1]}"
-            )
-        x = self.embed(tokens)
+        """The states $h_t$ ``(batch, T, d)`` of ``tokens: (batch, T)``: causal blocks, a norm."""
+        self._check_input(tokens)
+        x = self.embed(tokens)  # token embeddings times sqrt(d), plus positions
         for block in self.blocks:
             x = block(x, causal=True)
         return self.norm(x)
@@ -426,11 +446,20 @@ class TransformerLM(nn.Module):
         h0: None = None,
         lengths: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, None]:
+        """Next-token ``(logits: (batch, T, V), None)``: $W h_t + b$ for ``tokens: (batch, T)``."""
         if h0 is not None:
             raise ValueError(
                 "a TransformerLM carries no state between calls: pass the whole prefix"
             )
         return self.output(self.hidden_states(tokens)), None
+
+    def _check_input(self, tokens: torch.Tensor) -> None:
+        """Refuse tokens that are not ids of the vocabulary or longer than `max_len`."""
+        _check_tokens(tokens, self.vocab_size)
+        if tokens.shape[1] > self.max_len:
+            raise ValueError(
+                f"expected at most max_len = {self.max_len} tokens, got {tokens.shape[1]}"
+            )
 
     def parameter_count(self) -> int:
         """The number of trainable scalars (a tied output matrix counted once)."""
@@ -477,7 +506,7 @@ class TransformerSeq2Seq(nn.Module):
         self.out = nn.Linear(d_model, tgt_vocab_size)
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
-        """Encoder states ``(batch, S, d)`` for `src: (batch, S)`, padding masked by `src_mask`."""
+        """Encoder states ``(batch, S, d)`` for ``src: (batch, S)``, padding hidden by `src_mask`."""
         _check_tokens(src, self.src_vocab_size, "src")
         x = self.src_embed(src)
         for block in self.encoder:
@@ -487,8 +516,9 @@ class TransformerSeq2Seq(nn.Module):
     def decode(
         self, tgt_in: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits ``(batch, T, V)`` for the target prefix `tgt_in` and the last decoder block's
-        cross-attention weights averaged over heads, ``(batch, T, S)``."""
+        """Logits ``(batch, T, V)`` for ``tgt_in: (batch, T)``, and weights ``(batch, T, S)``.
+
+        The weights are the last decoder block's cross-attention, averaged over heads."""
         _check_tokens(tgt_in, self.tgt_vocab_size, "tgt_in")
         x = self.tgt_embed(tgt_in)
         for block in self.decoder:
