@@ -99,7 +99,8 @@ RUN_CALLS = re.compile(
     r"(train|fit|evaluat|perplexity|nll|loss|translate|decode|generate|search|sample|bptt|"
     r"backward|step|predict|bleu|chrf|error_rate|accuracy|entropy|forward|encode|attend|"
     r"attention|scores|softmax|jacobian|norm|clip|distribution|prob|batch|splits|pairs|"
-    r"^load_|^kjv|^time_|seconds|count|gates?$|gate_values|filter)",
+    r"^load_|^kjv|^time_|seconds|count|gates?$|gate_values|filter|model$|^lm$|_lm$|rnn|gru|lstm|"
+    r"transformer|block|mask|corrupt|example)",
     re.I,
 )
 #: calls that only format, display, plot, configure or record
