@@ -486,7 +486,7 @@ def sentence_nll(
 def train_sentence_lm(
     model: RNNLM,
     sentences: list[list[int]],
-    valid: list[list[int]],
+    valid: list[list[int]] | None,
     *,
     steps: int,
     batch_size: int = 64,
@@ -500,8 +500,9 @@ def train_sentence_lm(
     """Teacher forcing on random mini-batches of whole sentences, loss :func:`masked_sequence_nll`,
     with Adam or plain SGD (`optimizer` = ``"adam"`` or ``"sgd"``, learning rate `lr`), gradients
     clipped to global norm `clip` (None: never); held-out loss on `valid` every `eval_every` steps
-    and at the end. Returns a :class:`seqmodels.train.History` (nats per token, and each step's
-    gradient norm before clipping)."""
+    and at the end (`valid` None: never, and the time is the training's alone). Returns a
+    :class:`seqmodels.train.History` (nats per token, and each step's gradient norm before
+    clipping)."""
     if steps < 1 or batch_size < 1:
         raise ValueError(f"expected steps >= 1 and batch_size >= 1, got {steps} and {batch_size}")
     if optimizer not in ("adam", "sgd"):
@@ -524,7 +525,7 @@ def train_sentence_lm(
         history.step_loss.append(loss.item())
         history.grad_norms.append(norm.item())
         history.tokens_seen += int(batch.mask.sum())
-        if step % eval_every == 0 or step == steps:
+        if valid is not None and (step % eval_every == 0 or step == steps):
             total, n = sentence_nll(model, valid)
             history.eval_steps.append(step)
             history.eval_loss.append(total / n)
