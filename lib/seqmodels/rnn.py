@@ -453,13 +453,12 @@ def sentence_batch(
         raise ValueError("expected at least one sentence, got none")
     lengths = torch.tensor([len(s) + 1 for s in sentences])
     time = int(lengths.max())
+    mask = torch.arange(time)[None] < lengths[:, None]
     inputs = torch.full((len(sentences), time), pad, dtype=torch.int64)
     targets = torch.full((len(sentences), time), pad, dtype=torch.int64)
-    for i, s in enumerate(sentences):
-        ids = torch.as_tensor(list(s), dtype=torch.int64)
-        inputs[i, : len(s) + 1] = torch.cat([torch.tensor([bos]), ids])
-        targets[i, : len(s) + 1] = torch.cat([ids, torch.tensor([eos])])
-    mask = torch.arange(time)[None] < lengths[:, None]
+    # row by row, the real positions in order: <s> w_1 .. w_T in, w_1 .. w_T </s> out
+    inputs[mask] = torch.as_tensor([t for s in sentences for t in (bos, *s)], dtype=torch.int64)
+    targets[mask] = torch.as_tensor([t for s in sentences for t in (*s, eos)], dtype=torch.int64)
     return SentenceBatch(inputs, targets, mask, lengths)
 
 
