@@ -345,6 +345,26 @@ def test_training_on_sentences_lowers_the_held_out_loss():
     assert history.eval_loss[-1] < 0.5 * history.step_loss[0]
 
 
+def test_training_without_held_out_sentences_takes_the_same_steps():
+    from seqmodels.rnn import train_sentence_lm
+
+    sentences = [[3, 4, 5, 6]] * 20 + [[7, 8, 9]] * 20
+    runs = []
+    for valid in (sentences[::7], None):
+        torch.manual_seed(0)
+        model = RNNLM(10, 8, 16, core="torch")
+        g = torch.Generator().manual_seed(0)
+        history = train_sentence_lm(
+            model, sentences, valid, steps=20, batch_size=8, lr=1e-2, generator=g, eval_every=10
+        )
+        runs.append((history, model.state_dict()))
+    (with_valid, weights), (without, same_weights) = runs
+    assert with_valid.eval_steps == [10, 20] and without.eval_steps == without.eval_loss == []
+    assert without.step_loss == with_valid.step_loss
+    for name, value in weights.items():
+        assert torch.equal(value, same_weights[name])
+
+
 def test_generation_carries_the_state_and_equals_rereading_the_prefix():
     from seqmodels.rnn import generate, time_per_token
 

@@ -39,9 +39,25 @@ MAX_LINES = 30
 
 #: (page, library objects in the order the page shows them)
 SHOWN: dict[str, list[str]] = {
-    "ch01_language_models": ["seqmodels.feedforward.FeedForwardLM.forward"],
-    "ch02_backprop": [],
-    "ch03_rnn": [],
+    "ch01_language_models": [
+        "seqmodels.metrics.cross_entropy",
+        "seqmodels.metrics.perplexity",
+        "seqmodels.ngram.NGramLM._kn_prob",
+        "seqmodels.feedforward.FeedForwardLM.forward",
+    ],
+    "ch02_backprop": [
+        "seqmodels.autodiff.Node.tanh",
+        "seqmodels.autodiff.Node.topological_order",
+        "seqmodels.autodiff.Node.backward",
+        "seqmodels.softmax.logsumexp",
+    ],
+    "ch03_rnn": [
+        "seqmodels.rnn.ElmanRNN.forward",
+        "seqmodels.rnn.RNNLM.forward",
+        "seqmodels.rnn.bptt",
+        "seqmodels.rnn.masked_sequence_nll",
+        "seqmodels.rnn_tasks.SequenceClassifier.forward",
+    ],
     "ch04_gradients": [],
     "ch05_gated": [],
     "ch06_encoder_decoder": [],

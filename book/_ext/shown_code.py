@@ -77,7 +77,7 @@ def object_lines(path: Path, qualname: str) -> list[str]:
     if qualname not in tags:
         raise KeyError(f"{path} defines no {qualname!r} (known: {', '.join(sorted(tags))[:300]})")
     _, start, end = tags[qualname]
-    lines = path.read_text(encoding="utf-8").splitlines()[start - 1 : end - 1]
+    lines = path.read_text(encoding="utf-8").splitlines()[start - 1 : end]  # as Sphinx slices
     while lines and not lines[-1].strip():
         lines.pop()
     return textwrap.dedent("\n".join(lines)).splitlines()

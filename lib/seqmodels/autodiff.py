@@ -101,7 +101,7 @@ class Node:
         return out
 
     def tanh(self) -> Node:
-        r"""$y = \tanh(x)$ elementwise; the Jacobian is diagonal, $\bar x = \bar y \odot (1 - y^2)$."""
+        r"""Eq. (eq-vjp) for $y = \tanh(x)$, any shape: the Jacobian is diagonal, $\bar x = \bar y \odot (1 - y^2)$."""
         out = self._child(torch.tanh(self.value), (self,), "tanh")
 
         def backward() -> None:
@@ -146,7 +146,10 @@ class Node:
 
     # ---- the backward pass -----------------------------------------------------------------
     def topological_order(self) -> list[Node]:
-        """Every node this one depends on, each after all of its parents (iterative DFS, no recursion)."""
+        """Every node this one depends on, each after all of its parents (iterative DFS, no recursion).
+
+        Walked in reverse, it visits a node only after every node that uses it.
+        """
         order: list[Node] = []
         seen: set[int] = set()
         stack: list[tuple[Node, bool]] = [(self, False)]
@@ -161,13 +164,23 @@ class Node:
         return order
 
     def backward(self, grad: torch.Tensor | None = None) -> None:
-        r"""Accumulate $\partial L/\partial v$ into ``v.grad`` for every leaf $v$ that $L$ = this node depends on.
+        r"""Eq. (eq-vjp) from the loss back: add $\partial L/\partial v$ into ``v.grad`` (``v.shape``) for every leaf.
 
-        `grad` is $\partial L/\partial\,$self; it defaults to 1 for a scalar. Leaves' gradients add up
-        across calls, as in torch: a second call adds the same gradient again (twice the first), so
-        zero them (:func:`zero_grad`) between steps. The nodes in between hold this call's gradient
-        only: they are zeroed before it is sent back through them.
+        $L$ is this node; `grad` is $\partial L/\partial\,$self (default 1 for a scalar). Leaves'
+        gradients add up across calls, as in torch: zero them (:func:`zero_grad`) between steps.
+        The nodes in between hold this call's gradient only: they are zeroed first.
         """
+        grad = self._seed_grad(grad)
+        order = self.topological_order()
+        for node in order:
+            if node.parents:
+                node.grad = torch.zeros_like(node.value)
+        self.grad += grad.to(self.value.dtype)
+        for node in reversed(order):  # every user of a node before the node
+            node._backward()
+
+    def _seed_grad(self, grad: torch.Tensor | None) -> torch.Tensor:
+        """`grad` checked against this node's shape, or 1 for a scalar node when it is None."""
         if grad is None:
             if self.value.numel() != 1:
                 raise ValueError(
@@ -176,13 +189,7 @@ class Node:
             grad = torch.ones_like(self.value)
         if grad.shape != self.shape:
             raise ValueError(f"expected grad of shape {tuple(self.shape)}, got {tuple(grad.shape)}")
-        order = self.topological_order()
-        for node in order:
-            if node.parents:
-                node.grad = torch.zeros_like(node.value)
-        self.grad += grad.to(self.value.dtype)
-        for node in reversed(order):
-            node._backward()
+        return grad
 
 
 def _unbroadcast(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:

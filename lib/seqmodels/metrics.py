@@ -19,16 +19,24 @@ NATS_PER_BIT = math.log(2.0)
 
 
 def cross_entropy(total_nll: float, n_tokens: int) -> float:
-    """Per-token cross-entropy in nats: ``total_nll / n_tokens`` (negative log-likelihood summed in nats)."""
+    r"""Eq. (eq-perplexity): the per-token cross-entropy $H$ in nats of a text of `n_tokens` predicted tokens.
+
+    `total_nll` is the text's negative log-likelihood summed in nats, $-\sum_t \ln p(w_t \mid w_{<t})$.
+    """
+    _check_total(total_nll, n_tokens)
+    return total_nll / n_tokens
+
+
+def _check_total(total_nll: float, n_tokens: int) -> None:
+    """Refuse a count of tokens below 1, or a total NLL that is negative or NaN."""
     if n_tokens <= 0:
         raise ValueError(f"expected a positive number of tokens, got {n_tokens}")
     if total_nll < 0 or math.isnan(total_nll):
         raise ValueError(f"expected a non-negative total negative log-likelihood, got {total_nll}")
-    return total_nll / n_tokens
 
 
 def perplexity(total_nll: float, n_tokens: int) -> float:
-    """Perplexity ``exp(total_nll / n_tokens)``; ``inf`` when some token had probability zero."""
+    """Eq. (eq-perplexity): $e^H$ of a text of `n_tokens` tokens; ``inf`` when some token had probability zero."""
     return math.exp(cross_entropy(total_nll, n_tokens))
 
 

@@ -255,7 +255,12 @@ class NGramLM:
         return count / total if total else 0.0
 
     def _kn_prob(self, h: Context, w: int) -> float:
-        r"""$p_m(w \mid h)$ with $m = |h| + 1$, by the Kneser–Ney recursion from $p_0$ upwards."""
+        r"""Eq. (eq-kn): $p_{\text{KN}}(w \mid h)$ for a context `h` of up to ``n - 1`` ids, from the base upwards.
+
+        Level m holds the counts after contexts of m - 1 tokens: raw counts at the top, continuation
+        counts (eq-kn-continuation) below; `_suffixes` pairs each level with the start of its
+        context in `h`, the empty context first, and an unseen context passes p on (eq-kn-base).
+        """
         d, p = self.discount, 1.0 / (self.vocab_size - 1)
         for level, start in self._suffixes(h):
             r = level.row.get(h[start:])

@@ -58,41 +58,47 @@ class ElmanRNN(nn.Module):
         lengths: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""Run over `x: (batch, time, d_in)` from `h0: (batch, d_h)` (zeros if None).
+        r"""Eq. (eq-elman): every ``h_t: (batch, time, d_h)`` and the last for ``x: (batch, time, d_in)``.
 
-        Returns ``outputs: (batch, time, d_h)`` (every $h_t$) and ``h_last: (batch, d_h)``. With
-        `lengths: (batch,)` or a bool `mask: (batch, time)` (True = real token), a padded step keeps
-        the state, $h_t = h_{t-1}$, and its output is 0 (as ``pad_packed_sequence`` gives), so
+        From `h0: (batch, d_h)` (zeros if None). With `lengths: (batch,)` or a bool `mask` (True =
+        real token), a padded step keeps the state and outputs 0 (as ``pad_packed_sequence``), so
         ``h_last`` is each sequence's state after its own last real token.
         """
-        if x.ndim != 3 or x.shape[2] != self.input_size:
-            raise ValueError(
-                f"expected x of shape (batch, time, {self.input_size}), got {tuple(x.shape)}"
-            )
-        batch, time, _ = x.shape
-        if h0 is None:
-            h = x.new_zeros(batch, self.hidden_size)
-        elif h0.shape != (batch, self.hidden_size):
-            raise ValueError(
-                f"expected h0 of shape ({batch}, {self.hidden_size}), got {tuple(h0.shape)}"
-            )
-        else:
-            h = h0
-        mask = _lengths_to_mask(lengths, mask, batch, time)
-        # the input projection does not depend on h: one matmul for all steps
-        xw = x @ self.weight_ih_l0.T + self.bias_ih_l0  # (batch, time, d_h)
+        h = self._initial_state(x, h0)
+        mask = _lengths_to_mask(lengths, mask, *x.shape[:2])
+        xw = x @ self.weight_ih_l0.T + self.bias_ih_l0  # W_xh x_t + b_xh, all t in one matmul
         outputs = []
-        for t in range(time):
+        for t in range(x.shape[1]):
             h_new = torch.tanh(xw[:, t] + h @ self.weight_hh_l0.T + self.bias_hh_l0)
             if mask is None:
                 h = h_new
                 outputs.append(h)
-            else:
+            else:  # a padded step keeps h_{t-1} and outputs 0
                 m = mask[:, t, None]
                 h = torch.where(m, h_new, h)
                 outputs.append(torch.where(m, h_new, torch.zeros_like(h_new)))
-        out = torch.stack(outputs, 1) if outputs else x.new_zeros(batch, 0, self.hidden_size)
-        return out, h
+        return self._stack(outputs, x), h
+
+    def _initial_state(self, x: torch.Tensor, h0: torch.Tensor | None) -> torch.Tensor:
+        """Check `x: (batch, time, d_in)` and `h0`; return `h0`, or zeros ``(batch, d_h)`` if None."""
+        if x.ndim != 3 or x.shape[2] != self.input_size:
+            raise ValueError(
+                f"expected x of shape (batch, time, {self.input_size}), got {tuple(x.shape)}"
+            )
+        batch = x.shape[0]
+        if h0 is None:
+            return x.new_zeros(batch, self.hidden_size)
+        if h0.shape != (batch, self.hidden_size):
+            raise ValueError(
+                f"expected h0 of shape ({batch}, {self.hidden_size}), got {tuple(h0.shape)}"
+            )
+        return h0
+
+    def _stack(self, outputs: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """The states ``(batch, time, d_h)`` stacked over time (empty for a sequence of length 0)."""
+        if not outputs:
+            return x.new_zeros(x.shape[0], 0, self.hidden_size)
+        return torch.stack(outputs, 1)
 
     @torch.no_grad()
     def copy_from(self, rnn: nn.RNN) -> ElmanRNN:
@@ -199,24 +205,33 @@ class RNNLM(nn.Module):
         h0: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None,
         lengths: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | tuple[torch.Tensor, torch.Tensor]]:
-        """Logits ``(batch, time, vocab_size)`` and last state ``(batch, d_h)`` (an LSTM: ``(h, c)``)
-        for `tokens: (batch, time)` ids.
+        """Eq. (eq-rnnlm): logits ``(batch, time, V)`` and the last state for ``tokens: (batch, time)``.
 
-        `h0` continues from a state (truncated BPTT, generation); `lengths: (batch,)` marks padding,
-        after which the state is frozen (a fused core packs the batch; it needs lengths ≥ 1).
+        `h0: (batch, d_h)` (an LSTM: ``(h, c)``) continues from a state (truncated BPTT,
+        generation); `lengths: (batch,)` marks padding, after which the state is frozen (a fused
+        core packs the batch; it needs lengths ≥ 1).
         """
+        self._check_tokens(tokens)
+        x = self.embedding(tokens)  # x_t = e_{w_t}: (batch, time, d_e)
+        if h0 is not None:
+            self._check_state(h0, len(tokens))
+        if self.fused:  # nn.RNN, nn.GRU or nn.LSTM: packed, PyTorch's state layout
+            out, h = self._run_fused(x, h0, lengths)
+        else:
+            out, h = self.rnn(x, h0, lengths=lengths)
+        return self.output(out), h  # W_hy h_t + b_y at every step
+
+    def _check_tokens(self, tokens: torch.Tensor) -> None:
+        """Refuse tokens of the wrong shape or type, or with ids outside the vocabulary."""
         if tokens.ndim != 2:
             raise ValueError(f"expected tokens of shape (batch, time), got {tuple(tokens.shape)}")
         if tokens.dtype not in (torch.int64, torch.int32):
             raise TypeError(f"expected integer token ids, got dtype {tokens.dtype}")
         if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
             raise IndexError(f"token ids must lie in 0 .. {self.vocab_size - 1}")
-        x = self.embedding(tokens)
-        if h0 is not None:
-            self._check_state(h0, len(tokens))
-        if not self.fused:
-            out, h = self.rnn(x, h0, lengths=lengths)
-            return self.output(out), h
+
+    def _run_fused(self, x: torch.Tensor, h0, lengths: torch.Tensor | None):
+        """Run a fused core over `x: (batch, time, d_e)`, packed by `lengths`; states ``(batch, d_h)``."""
         if h0 is None:
             h0_torch = None
         elif self.is_lstm:
@@ -227,7 +242,7 @@ class RNNLM(nn.Module):
             out, h = self.rnn(x, h0_torch)
         else:
             lengths = torch.as_tensor(lengths).cpu()
-            _lengths_to_mask(lengths, None, *tokens.shape)  # validates
+            _lengths_to_mask(lengths, None, *x.shape[:2])  # validates
             if lengths.numel() and lengths.min() < 1:
                 raise ValueError("a fused core packs the batch and needs every length >= 1")
             packed = nn.utils.rnn.pack_padded_sequence(
@@ -235,10 +250,9 @@ class RNNLM(nn.Module):
             )
             out, h = self.rnn(packed, h0_torch)
             out, _ = nn.utils.rnn.pad_packed_sequence(
-                out, batch_first=True, total_length=tokens.shape[1]
+                out, batch_first=True, total_length=x.shape[1]
             )
-        last = (h[0][0], h[1][0]) if self.is_lstm else h[0]
-        return self.output(out), last
+        return out, ((h[0][0], h[1][0]) if self.is_lstm else h[0])
 
     def parameter_count(self) -> int:
         """The number of trainable scalars: $V d_e + k(d_h d_e + d_h^2 + 2 d_h) + V d_h + V$, with
@@ -249,12 +263,18 @@ class RNNLM(nn.Module):
 def masked_sequence_nll(
     logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
-    r"""Mean NLL over real tokens only, $-\frac{1}{\sum m}\sum_{b,t} m_{bt} \log p(y_{bt})$, in nats.
+    r"""Eq. (eq-masked-nll): the mean NLL in nats over the real tokens of ``logits: (batch, time, V)``.
 
-    `logits: (batch, time, V)`, `targets: (batch, time)` ids, `mask: (batch, time)` bool (True = real).
-    Each real token counts once, whatever the padding; padded positions are never read (their
-    logits may be anything, even NaN, their targets any integer) and get zero gradient.
+    `targets: (batch, time)` ids, `mask: (batch, time)` bool (True = real). Each real token counts
+    once, whatever the padding; padded positions are never read (their logits may be anything, even
+    NaN, their targets any integer) and get zero gradient.
     """
+    _check_masked(logits, targets, mask)
+    return F.cross_entropy(logits[mask], targets[mask])
+
+
+def _check_masked(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> None:
+    """Refuse logits, targets and a mask whose shapes or types do not match, or an empty mask."""
     if logits.ndim != 3:
         raise ValueError(f"expected logits of shape (batch, time, V), got {tuple(logits.shape)}")
     if targets.shape != logits.shape[:2] or mask.shape != logits.shape[:2]:
@@ -266,7 +286,6 @@ def masked_sequence_nll(
         raise TypeError(f"expected a bool mask, got dtype {mask.dtype}")
     if not mask.any():
         raise ValueError("expected at least one real token (the mask is all False)")
-    return F.cross_entropy(logits[mask], targets[mask])
 
 
 # ---- backpropagation through time -----------------------------------------------------------
@@ -297,41 +316,41 @@ def hidden_jacobian(rnn: ElmanRNN, h_t: torch.Tensor) -> torch.Tensor:
 def bptt(
     rnn: ElmanRNN, x: torch.Tensor, grad_outputs: torch.Tensor, h0: torch.Tensor | None = None
 ) -> BPTTGradients:
-    r"""Backpropagation through time written out, for a loss $L$ given $\bar h_t = \partial L/\partial h_t$ for every t.
+    r"""Eq. (eq-bptt): gradients for ``x: (batch, time, d_in)`` from ``grad_outputs: (batch, time, d_h)``.
 
-    `x: (batch, time, d_in)`, `grad_outputs: (batch, time, d_h)` (the direct gradients, e.g. from the
-    output layer at each step), `h0: (batch, d_h)`. Forward, storing every $h_t$; then for
-    $t = T, \dots, 1$, with $g_t = \bar h_t + (\text{what flows back from } h_{t+1})$:
-
-    $$\bar a_t = g_t \odot (1 - h_t^2),\quad \bar W_{xh} \mathrel{+}= \bar a_t^\top x_t,\quad
-    \bar W_{hh} \mathrel{+}= \bar a_t^\top h_{t-1},\quad \bar b \mathrel{+}= \textstyle\sum_b \bar a_t,\quad
-    g_{t-1} \mathrel{+}= \bar a_t W_{hh},$$
-
-    the vector–Jacobian product with $\partial h_t/\partial h_{t-1}$ (:func:`hidden_jacobian`) without
-    forming it. The weights get a sum over time because they are shared across steps.
+    `grad_outputs` holds $\partial L/\partial h_t$ for every t (e.g. from the output layer),
+    `h0: (batch, d_h)` (zeros if None). Forward, storing every $h_t$; then back from $t = T$, the
+    gradient reaching $h_t$ is its own plus what flows back from $h_{t+1}$ through
+    $\partial h_{t+1}/\partial h_t$ (:func:`hidden_jacobian`, never formed). The weights get a
+    sum over time because they are shared across steps.
     """
-    outputs, _ = rnn(x, h0)
-    batch, time, _ = x.shape
-    if grad_outputs.shape != outputs.shape:
-        raise ValueError(
-            f"expected grad_outputs of shape {tuple(outputs.shape)}, got {tuple(grad_outputs.shape)}"
-        )
-    h0 = x.new_zeros(batch, rnn.hidden_size) if h0 is None else h0
-    states = torch.cat([h0[:, None], outputs], 1)  # h_0 .. h_T: (batch, time + 1, d_h)
-    w_xh, w_hh = rnn.weight_ih_l0, rnn.weight_hh_l0
+    states = _bptt_states(rnn, x, grad_outputs, h0)  # h_0 .. h_T: (batch, time + 1, d_h)
     grads = {name: torch.zeros_like(p) for name, p in rnn.named_parameters()}
     dx = torch.zeros_like(x)
-    g = torch.zeros_like(h0)  # dL/dh_t from the future
-    for t in reversed(range(time)):
+    g = torch.zeros_like(states[:, 0])  # dL/dh_t from the future
+    for t in reversed(range(x.shape[1])):
         g = g + grad_outputs[:, t]
         da = g * (1 - states[:, t + 1] ** 2)  # through tanh: (batch, d_h)
         grads["weight_ih_l0"] += da.T @ x[:, t]
         grads["weight_hh_l0"] += da.T @ states[:, t]
         grads["bias_ih_l0"] += da.sum(0)
         grads["bias_hh_l0"] += da.sum(0)
-        dx[:, t] = da @ w_xh
-        g = da @ w_hh  # dL/dh_{t-1}
+        dx[:, t] = da @ rnn.weight_ih_l0
+        g = da @ rnn.weight_hh_l0  # dL/dh_{t-1}
     return BPTTGradients(**grads, h0=g, x=dx)
+
+
+def _bptt_states(
+    rnn: ElmanRNN, x: torch.Tensor, grad_outputs: torch.Tensor, h0: torch.Tensor | None
+) -> torch.Tensor:
+    """Run `rnn` forward and return ``h_0 .. h_T: (batch, time + 1, d_h)``; check `grad_outputs`."""
+    outputs, _ = rnn(x, h0)
+    if grad_outputs.shape != outputs.shape:
+        raise ValueError(
+            f"expected grad_outputs of shape {tuple(outputs.shape)}, got {tuple(grad_outputs.shape)}"
+        )
+    h0 = x.new_zeros(x.shape[0], rnn.hidden_size) if h0 is None else h0
+    return torch.cat([h0[:, None], outputs], 1)
 
 
 # ---- truncated BPTT on a long stream ----------------------------------------------------------
@@ -434,13 +453,12 @@ def sentence_batch(
         raise ValueError("expected at least one sentence, got none")
     lengths = torch.tensor([len(s) + 1 for s in sentences])
     time = int(lengths.max())
+    mask = torch.arange(time)[None] < lengths[:, None]
     inputs = torch.full((len(sentences), time), pad, dtype=torch.int64)
     targets = torch.full((len(sentences), time), pad, dtype=torch.int64)
-    for i, s in enumerate(sentences):
-        ids = torch.as_tensor(list(s), dtype=torch.int64)
-        inputs[i, : len(s) + 1] = torch.cat([torch.tensor([bos]), ids])
-        targets[i, : len(s) + 1] = torch.cat([ids, torch.tensor([eos])])
-    mask = torch.arange(time)[None] < lengths[:, None]
+    # row by row, the real positions in order: <s> w_1 .. w_T in, w_1 .. w_T </s> out
+    inputs[mask] = torch.as_tensor([t for s in sentences for t in (bos, *s)], dtype=torch.int64)
+    targets[mask] = torch.as_tensor([t for s in sentences for t in (*s, eos)], dtype=torch.int64)
     return SentenceBatch(inputs, targets, mask, lengths)
 
 
@@ -467,7 +485,7 @@ def sentence_nll(
 def train_sentence_lm(
     model: RNNLM,
     sentences: list[list[int]],
-    valid: list[list[int]],
+    valid: list[list[int]] | None,
     *,
     steps: int,
     batch_size: int = 64,
@@ -481,8 +499,9 @@ def train_sentence_lm(
     """Teacher forcing on random mini-batches of whole sentences, loss :func:`masked_sequence_nll`,
     with Adam or plain SGD (`optimizer` = ``"adam"`` or ``"sgd"``, learning rate `lr`), gradients
     clipped to global norm `clip` (None: never); held-out loss on `valid` every `eval_every` steps
-    and at the end. Returns a :class:`seqmodels.train.History` (nats per token, and each step's
-    gradient norm before clipping)."""
+    and at the end (`valid` None: never, and the time is the training's alone). Returns a
+    :class:`seqmodels.train.History` (nats per token, and each step's gradient norm before
+    clipping)."""
     if steps < 1 or batch_size < 1:
         raise ValueError(f"expected steps >= 1 and batch_size >= 1, got {steps} and {batch_size}")
     if optimizer not in ("adam", "sgd"):
@@ -505,7 +524,7 @@ def train_sentence_lm(
         history.step_loss.append(loss.item())
         history.grad_norms.append(norm.item())
         history.tokens_seen += int(batch.mask.sum())
-        if step % eval_every == 0 or step == steps:
+        if valid is not None and (step % eval_every == 0 or step == steps):
             total, n = sentence_nll(model, valid)
             history.eval_steps.append(step)
             history.eval_loss.append(total / n)

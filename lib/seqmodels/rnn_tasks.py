@@ -53,20 +53,20 @@ def labelled_batch(examples: Sequence[Example], pad: int = 1) -> LabelledBatch:
     if lengths.min() < 1:
         raise ValueError("expected every example to have at least one token")
     time = int(lengths.max())
-    tokens = torch.full((len(examples), time), pad, dtype=torch.int64)
     per_token = not isinstance(examples[0][1], int)
-    labels = torch.zeros((len(examples), time) if per_token else len(examples), dtype=torch.int64)
     for i, (ids, label) in enumerate(examples):
-        tokens[i, : len(ids)] = torch.as_tensor(list(ids), dtype=torch.int64)
-        if per_token:
-            if isinstance(label, int) or len(label) != len(ids):
-                raise ValueError(f"example {i}: expected one label per token ({len(ids)})")
-            labels[i, : len(ids)] = torch.as_tensor(list(label), dtype=torch.int64)
-        elif not isinstance(label, int):
+        if per_token and (isinstance(label, int) or len(label) != len(ids)):
+            raise ValueError(f"example {i}: expected one label per token ({len(ids)})")
+        if not per_token and not isinstance(label, int):
             raise ValueError(f"example {i}: expected one integer label, like example 0")
-        else:
-            labels[i] = label
     mask = torch.arange(time)[None] < lengths[:, None]
+    tokens = torch.full((len(examples), time), pad, dtype=torch.int64)
+    tokens[mask] = torch.as_tensor([t for ids, _ in examples for t in ids], dtype=torch.int64)
+    if per_token:  # row by row, the real positions in order: the concatenated labels
+        labels = torch.zeros((len(examples), time), dtype=torch.int64)
+        labels[mask] = torch.as_tensor([y for _, ys in examples for y in ys], dtype=torch.int64)
+    else:
+        labels = torch.as_tensor([label for _, label in examples], dtype=torch.int64)
     return LabelledBatch(tokens, lengths, mask, labels)
 
 
@@ -151,8 +151,8 @@ class SequenceClassifier(nn.Module):
         self.output = nn.Linear(self.encoder.width, n_labels)
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """Logits ``(batch, n_labels)``."""
-        outputs, summary = self.encoder(tokens, lengths)
+        """Logits ``(batch, n_labels)`` of the last state or the mean state for ``tokens: (batch, time)``."""
+        outputs, summary = self.encoder(tokens, lengths)  # h_1 .. h_T, and h_T of each direction
         if self.pooling == "mean":  # padded outputs are zero: sum, then divide by the lengths
             lengths = torch.as_tensor(lengths, device=outputs.device, dtype=outputs.dtype)
             summary = outputs.sum(1) / lengths[:, None]
@@ -225,15 +225,17 @@ def _predict_and_score(model: nn.Module, examples: Sequence[Example], batch_size
         log_p = logits.log_softmax(-1)
         best = log_p.argmax(-1)
         picked = log_p.gather(-1, batch.labels[..., None])[..., 0]
+        right = (best == batch.labels).tolist() if logits.ndim == 2 else None
+        if logits.ndim == 3:  # each row's real positions only
+            right = ((best == batch.labels) & batch.mask).sum(1).tolist()
+        guesses, lengths = best.tolist(), batch.lengths.tolist()
         for row, i in enumerate(chunk):
             if logits.ndim == 3:
-                n = int(batch.lengths[row])
-                guess, label = best[row, :n], batch.labels[row, :n]
-                score = (-picked[row, :n].sum().item(), n, int((guess == label).sum()))
-                results[i] = (guess.tolist(), score)
+                n = lengths[row]
+                score = (-picked[row, :n].sum().item(), n, right[row])
+                results[i] = (guesses[row][:n], score)
             else:
-                right = int(best[row] == batch.labels[row])
-                results[i] = (int(best[row]), (-picked[row].item(), 1, right))
+                results[i] = (guesses[row], (-picked[row].item(), 1, int(right[row])))
     return results
 
 

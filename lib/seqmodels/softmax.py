@@ -39,7 +39,7 @@ def naive_softmax(z: torch.Tensor) -> torch.Tensor:
 
 
 def logsumexp(z: torch.Tensor) -> torch.Tensor:
-    r"""$\log\sum_j e^{z_j} = m + \log\sum_j e^{z_j - m}$ with $m = \max_j z_j$: `z: (..., K)` → `(...)`.
+    r"""Eq. (eq-logsumexp): $\log\sum_j e^{z_j}$ shifted by $m = \max_j z_j$, ``z: (..., K)`` → ``(...)``.
 
     A row of all $-\infty$ gives $-\infty$ (the log of an empty sum), not ``nan``.
     """
