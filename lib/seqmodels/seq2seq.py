@@ -130,24 +130,17 @@ class Seq2Seq(nn.Module):
         self.out = nn.Linear(width, tgt_vocab_size)
 
     def encode(self, src: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Encoder states ``(batch, S, H)`` (zero at padding) and the last real one, $c$: ``(batch, H)``.
+        """Eq. (eq-ch6-encoder): states ``(batch, S, H)``, zero at padding, and ``c: (batch, H)``.
 
         The encoder reads left to right, so its states at real positions never depend on the padding
         after them: it runs on the padded batch as it is (a quarter faster than packing it, for these
         small models) and $c$ is the state at each source's last real token."""
-        lengths = torch.as_tensor(lengths)
-        if src.ndim != 2 or lengths.shape != src.shape[:1]:
-            raise ValueError(
-                f"expected src (batch, S) and lengths (batch,), got {tuple(src.shape)} and "
-                f"{tuple(lengths.shape)}"
-            )
-        if lengths.numel() and (lengths.min() < 1 or lengths.max() > src.shape[1]):
-            raise ValueError(f"expected lengths in 1 .. {src.shape[1]}, got {lengths.tolist()}")
+        lengths = _checked_lengths(src, lengths)
         states, _ = self.encoder.rnn(self.encoder.embedding(src))
         lengths = lengths.to(states.device)
-        last = states[torch.arange(len(src), device=states.device), lengths - 1]
+        c = states[torch.arange(len(src), device=states.device), lengths - 1]  # last real state
         real = torch.arange(src.shape[1], device=states.device)[None] < lengths[:, None]
-        return states * real[..., None], last
+        return states * real[..., None], c
 
     def decode_steps(
         self,
@@ -155,8 +148,11 @@ class Seq2Seq(nn.Module):
         h: torch.Tensor,
         memory: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """Run the decoder over `tokens: (batch, T)` from state `h: (batch, H)`; `memory` is
-        ``(encoder states, c, src_mask)``. Returns ``(logits (batch, T, V), last state, weights)``."""
+        """Eqs. (eq-ch6-decoder), (eq-ch6-input), (eq-ch6-output): logits ``(batch, T, V)`` for ``tokens: (batch, T)``.
+
+        Runs the decoder from state `h: (batch, H)`; `memory` is ``(encoder states, c, src_mask)``.
+        Returns ``(logits, last state, weights)``, the attention weights ``(batch, T, S)`` of an
+        attention model (Chapter 7) and None otherwise."""
         states, c, src_mask = memory
         x = self.embedding(tokens)
         if "input" in self.context:
@@ -173,7 +169,7 @@ class Seq2Seq(nn.Module):
     def start(
         self, src: torch.Tensor, lengths: torch.Tensor, src_mask: torch.Tensor
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """Encode the source: the decoder's initial state and its memory for :meth:`decode_steps`."""
+        """Eq. (eq-ch6-init): the decoder's ``h_0: (batch, H)``, c or zeros, and its memory for :meth:`decode_steps`."""
         states, c = self.encode(src, lengths)
         use_c = "init" in self.context or self.attention_score is not None
         return (c if use_c else torch.zeros_like(c)), (states, c, src_mask)
@@ -184,9 +180,22 @@ class Seq2Seq(nn.Module):
         return logits, weights
 
     def loss(self, batch: PairBatch) -> torch.Tensor:
-        """Teacher-forced mean NLL over the real target tokens (nats per token)."""
+        """Eq. (eq-ch6-objective) per token: the teacher-forced mean NLL over the real target tokens (nats)."""
         logits, _ = self(batch)
         return masked_sequence_nll(logits, batch.tgt_out, batch.tgt_mask)
+
+
+def _checked_lengths(src: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """`lengths` as a tensor, refused unless it gives each row of `src: (batch, S)` 1 .. S tokens."""
+    lengths = torch.as_tensor(lengths)
+    if src.ndim != 2 or lengths.shape != src.shape[:1]:
+        raise ValueError(
+            f"expected src (batch, S) and lengths (batch,), got {tuple(src.shape)} and "
+            f"{tuple(lengths.shape)}"
+        )
+    if lengths.numel() and (lengths.min() < 1 or lengths.max() > src.shape[1]):
+        raise ValueError(f"expected lengths in 1 .. {src.shape[1]}, got {lengths.tolist()}")
+    return lengths
 
 
 Step = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any]]
@@ -195,13 +204,12 @@ Step = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any]]
 def greedy_decode(
     step: Step, state: Any, batch_size: int, bos: int = 0, eos: int = 1, max_len: int = 50
 ) -> list[list[int]]:
-    r"""Greedy decoding, $\hat y_t = \arg\max_y p(y \mid \hat y_{<t}, x)$, for a batch at once.
+    r"""Eq. (eq-ch6-greedy) for a batch at once: ``batch_size`` lists of output ids, without ``</s>``.
 
     ``step(prev: (batch,) int64, state) -> (logits: (batch, V), state)``; the first `prev` is
     ``<s>``. Each sequence stops at its own ``</s>`` (not part of the output); decoding stops when
     all have or after `max_len` tokens. Ties go to the lowest id (``torch.argmax``)."""
-    if batch_size < 1 or max_len < 0:
-        raise ValueError(f"expected batch_size >= 1 and max_len >= 0, got {batch_size}, {max_len}")
+    _check_decode_sizes(batch_size, max_len)
     outputs: list[list[int]] = [[] for _ in range(batch_size)]
     done = [False] * batch_size
     prev = torch.full((batch_size,), bos, dtype=torch.int64)
@@ -216,6 +224,12 @@ def greedy_decode(
         if all(done):
             break
     return outputs
+
+
+def _check_decode_sizes(batch_size: int, max_len: int) -> None:
+    """Refuse an empty batch or a negative length limit."""
+    if batch_size < 1 or max_len < 0:
+        raise ValueError(f"expected batch_size >= 1 and max_len >= 0, got {batch_size}, {max_len}")
 
 
 @dataclass
