@@ -351,11 +351,10 @@ def lecture_gru_step(
     U: dict[str, torch.Tensor],
     b: dict[str, torch.Tensor],
 ) -> torch.Tensor:
-    r"""One GRU step exactly as the lecture writes it, weights by gate name (``"z"``, ``"r"``, ``"h"``):
+    r"""Eq. (eq-gru) as the lecture writes it: ``h_t: (batch, d_h)`` from ``x_t: (batch, d_in)`` and ``h``.
 
-    $z = \sigma(W_z x + U_z h + b_z)$, $r = \sigma(W_r x + U_r h + b_r)$,
-    $\tilde h = \tanh(W_h x + U_h (r \odot h) + b_h)$, $h' = (1 - z) \odot h + z \odot \tilde h$.
-    `x_t: (batch, d_in)`, `h: (batch, d_h)`, ``W[k]: (d_h, d_in)``, ``U[k]: (d_h, d_h)``, ``b[k]: (d_h,)``.
+    Weights by gate name (``"z"``, ``"r"``, ``"h"``): ``W[k]: (d_h, d_in)``, ``U[k]: (d_h, d_h)``,
+    ``b[k]: (d_h,)``, as :func:`lecture_weights` returns them.
     """
     z = torch.sigmoid(x_t @ W["z"].T + h @ U["z"].T + b["z"])
     r = torch.sigmoid(x_t @ W["r"].T + h @ U["r"].T + b["r"])
