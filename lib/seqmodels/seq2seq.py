@@ -35,7 +35,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .attention import SCORES, Attention
-from .rnn import masked_sequence_nll, sentence_batch
+from .rnn import masked_sequence_nll
 from .rnn_tasks import RecurrentEncoder
 from .train import History
 
@@ -74,20 +74,32 @@ def source_batch(sources: Sequence[Sequence[int]], pad: int = 1) -> tuple[torch.
     """Sources padded to one length: ``(src: (batch, S), lengths: (batch,), mask: (batch, S))``."""
     if len(sources) == 0:
         raise ValueError("expected at least one source sequence, got none")
-    lengths = torch.tensor([len(s) for s in sources])
+    rows = [list(s) for s in sources]
+    lengths = torch.tensor([len(row) for row in rows])
     if lengths.min() < 1:
         raise ValueError("expected every source to have at least one token")
-    src = torch.full((len(sources), int(lengths.max())), pad, dtype=torch.int64)
-    for i, s in enumerate(sources):
-        src[i, : len(s)] = torch.as_tensor(list(s), dtype=torch.int64)
-    return src, lengths, torch.arange(src.shape[1])[None] < lengths[:, None]
+    width = int(lengths.max())
+    src = torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=torch.int64)
+    return src, lengths, torch.arange(width)[None] < lengths[:, None]
 
 
 def pair_batch(pairs: Sequence[Pair], bos: int = 0, eos: int = 1, pad: int = 1) -> PairBatch:
     """Pad `pairs` of ``(source ids, target ids)`` (targets without ``<s>``/``</s>``)."""
     src, lengths, mask = source_batch([s for s, _ in pairs], pad)
-    tgt = sentence_batch([list(t) for _, t in pairs], bos=bos, eos=eos, pad=pad)
-    return PairBatch(src, lengths, mask, tgt.inputs, tgt.targets, tgt.mask)
+    targets = [list(t) for _, t in pairs]
+    tgt_lengths = torch.tensor([len(t) + 1 for t in targets])  # y_1 .. y_n and </s>
+    width = int(tgt_lengths.max())
+    tgt_in = [[bos, *t] + [pad] * (width - len(t) - 1) for t in targets]
+    tgt_out = [[*t, eos] + [pad] * (width - len(t) - 1) for t in targets]
+    tgt_mask = torch.arange(width)[None] < tgt_lengths[:, None]
+    return PairBatch(
+        src,
+        lengths,
+        mask,
+        torch.tensor(tgt_in, dtype=torch.int64),
+        torch.tensor(tgt_out, dtype=torch.int64),
+        tgt_mask,
+    )
 
 
 class Seq2Seq(nn.Module):
