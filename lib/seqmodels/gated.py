@@ -172,7 +172,7 @@ class GatedRNN(_OneState):
     gates = 2
 
     def step(self, xw_t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        """Eq. (eq-gated-update): ``h_t: (batch, d_h)`` from ``xw_t = W x_t + b: (batch, 2 d_h)`` and ``h``."""
+        """Eq. (eq-gated-update): ``h_t: (batch, d_h)`` from ``xw_t: (batch, 2 d_h)`` and ``h``."""
         H = self.hidden_size
         hw = h @ self.weight_hh_l0.T + self.bias_hh_l0
         z = torch.sigmoid(xw_t[:, :H] + hw[:, :H])
@@ -198,7 +198,7 @@ class ResidualRNN(_OneState):
     """
 
     def step(self, xw_t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        """Eq. (eq-residual): ``h_t: (batch, d_h)`` from ``xw_t = W_xh x_t + b_xh: (batch, d_h)`` and ``h``."""
+        """Eq. (eq-residual): ``h_t: (batch, d_h)`` from ``xw_t: (batch, d_h)`` and ``h``."""
         return h + torch.tanh(xw_t + h @ self.weight_hh_l0.T + self.bias_hh_l0)
 
 
@@ -227,9 +227,9 @@ class GRU(_OneState):
         self.reset = reset
 
     def step(self, xw_t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        """Eq. (eq-gru-torch) with the lecture's z: ``h_t: (batch, d_h)`` from ``xw_t: (batch, 3 d_h)`` and ``h``.
+        """Eq. (eq-gru-torch) with the lecture's z: ``h_t`` from ``xw_t: (batch, 3 d_h)`` and ``h``.
 
-        ``xw_t = x_t @ weight_ih_l0.T + bias_ih_l0`` is the input's part of every gate (rows r, z, n);
+        ``xw_t = x_t @ weight_ih_l0.T + bias_ih_l0``: the input's part of each gate (r, z, n).
         ``reset="before"`` moves the reset gate inside the product, as eq. (eq-gru) writes it.
         """
         H, w_hh, b_hh = self.hidden_size, self.weight_hh_l0, self.bias_hh_l0
@@ -289,9 +289,9 @@ class LSTM(_Recurrent):
     def step(
         self, xw_t: torch.Tensor, h: torch.Tensor, c: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Eq. (eq-lstm): ``(h_t, c_t)``, each ``(batch, d_h)``, from ``xw_t: (batch, 4 d_h)``, ``h`` and ``c``.
+        """Eq. (eq-lstm): ``(h_t, c_t)`` from ``xw_t: (batch, 4 d_h)`` and ``h, c: (batch, d_h)``.
 
-        ``xw_t = x_t @ weight_ih_l0.T + bias_ih_l0`` is the input's part of every block (rows i, f, g, o).
+        ``xw_t = x_t @ weight_ih_l0.T + bias_ih_l0``: the input's part of each block (i, f, g, o).
         """
         H = self.hidden_size
         a = xw_t + h @ self.weight_hh_l0.T + self.bias_hh_l0  # (batch, 4 d_h): i, f, g, o
@@ -351,10 +351,10 @@ def lecture_gru_step(
     U: dict[str, torch.Tensor],
     b: dict[str, torch.Tensor],
 ) -> torch.Tensor:
-    r"""Eq. (eq-gru) as the lecture writes it: ``h_t: (batch, d_h)`` from ``x_t: (batch, d_in)`` and ``h``.
+    r"""Eq. (eq-gru) as written: ``h_t: (batch, d_h)`` from ``x_t: (batch, d_in)`` and ``h``.
 
-    Weights by gate name (``"z"``, ``"r"``, ``"h"``): ``W[k]: (d_h, d_in)``, ``U[k]: (d_h, d_h)``,
-    ``b[k]: (d_h,)``, as :func:`lecture_weights` returns them.
+    Weights by gate name (``"z"``, ``"r"``, ``"h"``), as :func:`lecture_weights` returns them:
+    ``W[k]: (d_h, d_in)``, ``U[k]: (d_h, d_h)``, ``b[k]: (d_h,)``.
     """
     z = torch.sigmoid(x_t @ W["z"].T + h @ U["z"].T + b["z"])
     r = torch.sigmoid(x_t @ W["r"].T + h @ U["r"].T + b["r"])

@@ -74,10 +74,10 @@ def state_jacobians(
 
 
 def jacobian_chain(rnn: nn.Module, x: torch.Tensor, h0: torch.Tensor | None = None) -> torch.Tensor:
-    r"""Eq. (eq-jacobian-product): ``dh_T/dh_t`` for t = 0 .. T, ``(T + 1, d_h, d_h)``, for ``x: (T, d_in)``.
+    r"""Eq. (eq-jacobian-product): dh_T/dh_t for t = 0 .. T, ``(T + 1, d_h, d_h)``.
 
-    $\prod_{t'=t+1}^{T} \mathrm{diag}(1 - h_{t'}^2)\,W_{hh}$, multiplied out from the step
-    Jacobians of :func:`seqmodels.rnn.hidden_jacobian` (no autograd); entry ``T`` is the identity.
+    For one sequence ``x: (T, d_in)``, multiplied out from the step Jacobians of
+    :func:`seqmodels.rnn.hidden_jacobian` (no autograd); entry ``T`` is the identity.
     """
     with torch.no_grad():
         h = states(rnn, x, h0)
@@ -167,7 +167,7 @@ def decay_per_step(norms: torch.Tensor, distances: torch.Tensor | None = None) -
 
 
 def global_norm(gradients: Iterable[torch.Tensor]) -> torch.Tensor:
-    r"""Eq. (eq-clip)'s $\lVert g \rVert$: the norm of every gradient tensor as one vector, a scalar."""
+    r"""Eq. (eq-clip)'s $\lVert g \rVert$: every gradient tensor as one vector, its norm."""
     norms = [g.detach().pow(2).sum() for g in gradients]
     if not norms:
         return torch.tensor(0.0)
@@ -177,8 +177,8 @@ def global_norm(gradients: Iterable[torch.Tensor]) -> torch.Tensor:
 def clip_grad_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> torch.Tensor:
     r"""Eq. (eq-clip) in place, $\tau$ = `max_norm`; returns $\lVert g \rVert$ before clipping.
 
-    Every parameter's gradient is scaled by the same factor, so the direction of the whole gradient
-    is kept. Returns the norm as ``torch.nn.utils.clip_grad_norm_`` does (which divides by
+    Every parameter's gradient is scaled by the same factor, so the whole gradient keeps its
+    direction. Returns the norm as ``torch.nn.utils.clip_grad_norm_`` does (which divides by
     $\lVert g \rVert + 10^{-6}$; the two agree to that epsilon).
     """
     _check_max_norm(max_norm)

@@ -144,9 +144,9 @@ class Seq2Seq(nn.Module):
     def encode(self, src: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Eq. (eq-ch6-encoder): states ``(batch, S, H)``, zero at padding, and ``c: (batch, H)``.
 
-        The encoder reads left to right, so its states at real positions never depend on the padding
-        after them: it runs on the padded batch as it is (a quarter faster than packing it, for these
-        small models) and $c$ is the state at each source's last real token."""
+        The encoder reads left to right, so its states at real positions never depend on the
+        padding after them: it runs on the padded batch as it is (a quarter faster than packing
+        it, for these small models) and $c$ is the state at each source's last real token."""
         lengths = _checked_lengths(src, lengths)
         states, _ = self.encoder.rnn(self.encoder.embedding(src))
         lengths = lengths.to(states.device)
@@ -160,9 +160,10 @@ class Seq2Seq(nn.Module):
         h: torch.Tensor,
         memory: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """Eqs. (eq-ch6-decoder), (eq-ch6-input), (eq-ch6-output): logits ``(batch, T, V)`` for ``tokens: (batch, T)``.
+        """Eqs. (eq-ch6-decoder), (eq-ch6-input), (eq-ch6-output): logits ``(batch, T, V)``.
 
-        Runs the decoder from state `h: (batch, H)`; `memory` is ``(encoder states, c, src_mask)``.
+        Runs the decoder over `tokens: (batch, T)` from state `h: (batch, H)`; `memory` is
+        ``(encoder states, c, src_mask)``.
         Returns ``(logits, last state, weights)``, the attention weights ``(batch, T, S)`` of an
         attention model (Chapter 7) and None otherwise."""
         states, c, src_mask = memory
@@ -181,7 +182,7 @@ class Seq2Seq(nn.Module):
     def start(
         self, src: torch.Tensor, lengths: torch.Tensor, src_mask: torch.Tensor
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """Eq. (eq-ch6-init): the decoder's ``h_0: (batch, H)``, c or zeros, and its memory for :meth:`decode_steps`."""
+        """Eq. (eq-ch6-init): ``h_0: (batch, H)``, c or zeros, and the decoder's memory."""
         states, c = self.encode(src, lengths)
         use_c = "init" in self.context or self.attention_score is not None
         return (c if use_c else torch.zeros_like(c)), (states, c, src_mask)
@@ -192,7 +193,7 @@ class Seq2Seq(nn.Module):
         return logits, weights
 
     def loss(self, batch: PairBatch) -> torch.Tensor:
-        """Eq. (eq-ch6-objective) per token: the teacher-forced mean NLL over the real target tokens (nats)."""
+        """Eq. (eq-ch6-objective) per token: the teacher-forced mean NLL, in nats."""
         logits, _ = self(batch)
         return masked_sequence_nll(logits, batch.tgt_out, batch.tgt_mask)
 
@@ -216,11 +217,11 @@ Step = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any]]
 def greedy_decode(
     step: Step, state: Any, batch_size: int, bos: int = 0, eos: int = 1, max_len: int = 50
 ) -> list[list[int]]:
-    r"""Eq. (eq-ch6-greedy) for a batch at once: ``batch_size`` lists of output ids, without ``</s>``.
+    r"""Eq. (eq-ch6-greedy) for a batch: ``batch_size`` lists of output ids, ``</s>`` left out.
 
     ``step(prev: (batch,) int64, state) -> (logits: (batch, V), state)``; the first `prev` is
-    ``<s>``. Each sequence stops at its own ``</s>`` (not part of the output); decoding stops when
-    all have or after `max_len` tokens. Ties go to the lowest id (``torch.argmax``)."""
+    ``<s>``. Each sequence stops at its own ``</s>``; decoding stops when all have or after
+    `max_len` tokens. Ties go to the lowest id (``torch.argmax``)."""
     _check_decode_sizes(batch_size, max_len)
     outputs: list[list[int]] = [[] for _ in range(batch_size)]
     done = [False] * batch_size
