@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from seqmodels.rnn import sentence_batch
 from seqmodels.seq2seq import (
     CONTEXT_USES,
     Seq2Seq,
@@ -44,6 +45,31 @@ def test_pair_batch_shifts_targets_by_one():
     assert batch.tgt_mask.sum(1).tolist() == [3, 5, 1]
     assert batch.src_lengths.tolist() == [3, 1, 5]
     assert batch.src_mask.sum(1).tolist() == [3, 1, 5]
+
+
+def test_pair_batch_is_the_language_model_batch_of_the_targets_beside_padded_sources():
+    g = torch.Generator().manual_seed(0)
+    pairs = [
+        (torch.randint(2, 9, (int(n),), generator=g).tolist(), list(range(2, 2 + int(m))))
+        for n, m in zip(
+            torch.randint(1, 7, (20,), generator=g),
+            torch.randint(0, 6, (20,), generator=g),
+            strict=True,
+        )
+    ]
+    pairs.append((torch.tensor([3, 4]), torch.tensor([5])))  # tensors of ids too
+    batch = pair_batch(pairs)
+    lm = sentence_batch([list(t) for _, t in pairs])  # the language model's teacher forcing
+    for got, expected in [
+        (batch.tgt_in, lm.inputs),
+        (batch.tgt_out, lm.targets),
+        (batch.tgt_mask, lm.mask),
+    ]:
+        assert got.dtype == expected.dtype and torch.equal(got, expected)
+    width = max(len(s) for s, _ in pairs)
+    for row, (source, _) in zip(batch.src.tolist(), pairs, strict=True):
+        assert row == list(map(int, source)) + [1] * (width - len(source))
+    assert batch.src.dtype == torch.int64 and batch.src_lengths.dtype == torch.int64
 
 
 @pytest.mark.parametrize("options", VARIANTS)

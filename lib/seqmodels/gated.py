@@ -172,6 +172,7 @@ class GatedRNN(_OneState):
     gates = 2
 
     def step(self, xw_t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """Eq. (eq-gated-update): ``h_t: (batch, d_h)`` from ``xw_t: (batch, 2 d_h)`` and ``h``."""
         H = self.hidden_size
         hw = h @ self.weight_hh_l0.T + self.bias_hh_l0
         z = torch.sigmoid(xw_t[:, :H] + hw[:, :H])
@@ -197,6 +198,7 @@ class ResidualRNN(_OneState):
     """
 
     def step(self, xw_t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """Eq. (eq-residual): ``h_t: (batch, d_h)`` from ``xw_t: (batch, d_h)`` and ``h``."""
         return h + torch.tanh(xw_t + h @ self.weight_hh_l0.T + self.bias_hh_l0)
 
 
@@ -225,6 +227,11 @@ class GRU(_OneState):
         self.reset = reset
 
     def step(self, xw_t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """Eq. (eq-gru-torch) with the lecture's z: ``h_t`` from ``xw_t: (batch, 3 d_h)`` and ``h``.
+
+        ``xw_t = x_t @ weight_ih_l0.T + bias_ih_l0``: the input's part of each gate (r, z, n).
+        ``reset="before"`` moves the reset gate inside the product, as eq. (eq-gru) writes it.
+        """
         H, w_hh, b_hh = self.hidden_size, self.weight_hh_l0, self.bias_hh_l0
         u = h @ w_hh[: 2 * H].T + b_hh[: 2 * H]  # the two gates' recurrent parts
         r = torch.sigmoid(xw_t[:, :H] + u[:, :H])
@@ -275,6 +282,30 @@ class LSTM(_Recurrent):
         Padding as in :class:`GRU`: a padded step keeps both $h$ and $c$.
         """
         _check_x(x, self.input_size)
+        state = self._initial_state(x, h0)
+        out, (h, c) = self._run(x, state, lengths, mask, lambda xw_t, s: self.step(xw_t, *s))
+        return out, (h, c)
+
+    def step(
+        self, xw_t: torch.Tensor, h: torch.Tensor, c: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Eq. (eq-lstm): ``(h_t, c_t)`` from ``xw_t: (batch, 4 d_h)`` and ``h, c: (batch, d_h)``.
+
+        ``xw_t = x_t @ weight_ih_l0.T + bias_ih_l0``: the input's part of each block (i, f, g, o).
+        """
+        H = self.hidden_size
+        a = xw_t + h @ self.weight_hh_l0.T + self.bias_hh_l0  # (batch, 4 d_h): i, f, g, o
+        i = torch.sigmoid(a[:, :H])
+        f = torch.sigmoid(a[:, H : 2 * H])
+        g = torch.tanh(a[:, 2 * H : 3 * H])
+        o = torch.sigmoid(a[:, 3 * H :])
+        c_t = f * c + i * g
+        return o * torch.tanh(c_t), c_t
+
+    def _initial_state(
+        self, x: torch.Tensor, h0: tuple[torch.Tensor, torch.Tensor] | torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(h_0, c_0)`` from what `forward` was given, checked against `x`; zeros where missing."""
         if isinstance(h0, tuple | list):
             if len(h0) != 2:
                 raise ValueError(f"expected h0 = (h_0, c_0), got a sequence of {len(h0)}")
@@ -283,20 +314,7 @@ class LSTM(_Recurrent):
         else:
             h = _check_state("h0", h0, x, self.hidden_size)
             c = torch.zeros_like(h)
-        H, w_hh, b_hh = self.hidden_size, self.weight_hh_l0, self.bias_hh_l0
-
-        def step(xw_t, state):
-            h, c = state
-            a = xw_t + h @ w_hh.T + b_hh  # (batch, 4 d_h): i, f, g, o
-            i = torch.sigmoid(a[:, :H])
-            f = torch.sigmoid(a[:, H : 2 * H])
-            g = torch.tanh(a[:, 2 * H : 3 * H])
-            o = torch.sigmoid(a[:, 3 * H :])
-            c_new = f * c + i * g
-            return (o * torch.tanh(c_new), c_new)
-
-        out, (h, c) = self._run(x, (h, c), lengths, mask, step)
-        return out, (h, c)
+        return h, c
 
     def copy_from(self, lstm: nn.LSTM) -> LSTM:
         """Copy the weights of a one-layer, unidirectional ``nn.LSTM`` with biases; return self."""
@@ -333,11 +351,10 @@ def lecture_gru_step(
     U: dict[str, torch.Tensor],
     b: dict[str, torch.Tensor],
 ) -> torch.Tensor:
-    r"""One GRU step exactly as the lecture writes it, weights by gate name (``"z"``, ``"r"``, ``"h"``):
+    r"""Eq. (eq-gru) as written: ``h_t: (batch, d_h)`` from ``x_t: (batch, d_in)`` and ``h``.
 
-    $z = \sigma(W_z x + U_z h + b_z)$, $r = \sigma(W_r x + U_r h + b_r)$,
-    $\tilde h = \tanh(W_h x + U_h (r \odot h) + b_h)$, $h' = (1 - z) \odot h + z \odot \tilde h$.
-    `x_t: (batch, d_in)`, `h: (batch, d_h)`, ``W[k]: (d_h, d_in)``, ``U[k]: (d_h, d_h)``, ``b[k]: (d_h,)``.
+    Weights by gate name (``"z"``, ``"r"``, ``"h"``), as :func:`lecture_weights` returns them:
+    ``W[k]: (d_h, d_in)``, ``U[k]: (d_h, d_h)``, ``b[k]: (d_h,)``.
     """
     z = torch.sigmoid(x_t @ W["z"].T + h @ U["z"].T + b["z"])
     r = torch.sigmoid(x_t @ W["r"].T + h @ U["r"].T + b["r"])

@@ -74,9 +74,11 @@ def state_jacobians(
 
 
 def jacobian_chain(rnn: nn.Module, x: torch.Tensor, h0: torch.Tensor | None = None) -> torch.Tensor:
-    r"""$\partial h_T / \partial h_t = \prod_{t'=t+1}^{T} \mathrm{diag}(1 - h_{t'}^2)\,W_{hh}$ for
-    $t = 0 \dots T$, multiplied out from the step Jacobians of :func:`seqmodels.rnn.hidden_jacobian`
-    (no autograd): ``(T + 1, d_h, d_h)``, entry ``T`` the identity."""
+    r"""Eq. (eq-jacobian-product): dh_T/dh_t for t = 0 .. T, ``(T + 1, d_h, d_h)``.
+
+    For one sequence ``x: (T, d_in)``, multiplied out from the step Jacobians of
+    :func:`seqmodels.rnn.hidden_jacobian` (no autograd); entry ``T`` is the identity.
+    """
     with torch.no_grad():
         h = states(rnn, x, h0)
         steps = hidden_jacobian(rnn, h[1:])  # (T, d_h, d_h): dh_t/dh_{t-1} for t = 1 .. T
@@ -126,16 +128,24 @@ def spectral_radius(matrix: torch.Tensor) -> float:
 def scaled_orthogonal(
     n: int, radius: float, generator: torch.Generator, dtype: torch.dtype = torch.float32
 ) -> torch.Tensor:
-    r"""$\rho\,Q$ with $Q$ a random orthogonal ``(n, n)`` matrix (Haar): every eigenvalue has modulus
-    $\rho$ = `radius` and every singular value equals it, so $\lVert (\rho Q)^k \rVert_2 = \rho^k$."""
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"expected n to be a positive integer, got {n!r}")
-    if not (isinstance(radius, int | float) and radius > 0 and math.isfinite(radius)):
-        raise ValueError(f"expected a positive finite radius, got {radius!r}")
+    r"""$\rho Q$, ``(n, n)``, with $Q$ a random orthogonal matrix and $\rho$ = `radius`.
+
+    $Q$ is Haar-distributed; every eigenvalue of $\rho Q$ has modulus $\rho$ and every singular
+    value equals it, so $\lVert (\rho Q)^k \rVert_2 = \rho^k$.
+    """
+    _check_orthogonal(n, radius)
     a = torch.randn(n, n, generator=generator, dtype=torch.float64)
     q, r = torch.linalg.qr(a)
     q = q * torch.sign(torch.diagonal(r))  # the sign fix that makes Q Haar-distributed
     return (radius * q).to(dtype)
+
+
+def _check_orthogonal(n: int, radius: float) -> None:
+    """Refuse a size that is not a positive integer or a radius that is not positive and finite."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"expected n to be a positive integer, got {n!r}")
+    if not (isinstance(radius, int | float) and radius > 0 and math.isfinite(radius)):
+        raise ValueError(f"expected a positive finite radius, got {radius!r}")
 
 
 def decay_per_step(norms: torch.Tensor, distances: torch.Tensor | None = None) -> float:
@@ -157,7 +167,7 @@ def decay_per_step(norms: torch.Tensor, distances: torch.Tensor | None = None) -
 
 
 def global_norm(gradients: Iterable[torch.Tensor]) -> torch.Tensor:
-    r"""$\lVert g \rVert = \sqrt{\sum_i \lVert g_i \rVert^2}$ over every gradient tensor, as one vector."""
+    r"""Eq. (eq-clip)'s $\lVert g \rVert$: every gradient tensor as one vector, its norm."""
     norms = [g.detach().pow(2).sum() for g in gradients]
     if not norms:
         return torch.tensor(0.0)
@@ -165,14 +175,13 @@ def global_norm(gradients: Iterable[torch.Tensor]) -> torch.Tensor:
 
 
 def clip_grad_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> torch.Tensor:
-    r"""Clip by global norm in place: $g \leftarrow \min(1, \tau / \lVert g \rVert)\, g$, $\tau$ = `max_norm`.
+    r"""Eq. (eq-clip) in place, $\tau$ = `max_norm`; returns $\lVert g \rVert$ before clipping.
 
-    Every parameter's gradient is scaled by the same factor, so the direction of the whole gradient
-    is kept. Returns $\lVert g \rVert$ before clipping, as ``torch.nn.utils.clip_grad_norm_`` does
-    (which divides by $\lVert g \rVert + 10^{-6}$; the two agree to that epsilon).
+    Every parameter's gradient is scaled by the same factor, so the whole gradient keeps its
+    direction. Returns the norm as ``torch.nn.utils.clip_grad_norm_`` does (which divides by
+    $\lVert g \rVert + 10^{-6}$; the two agree to that epsilon).
     """
-    if not (max_norm > 0 and math.isfinite(max_norm)):
-        raise ValueError(f"expected a positive finite max_norm, got {max_norm!r}")
+    _check_max_norm(max_norm)
     grads = [p.grad for p in parameters if p.grad is not None]
     total = global_norm(grads)
     scale = min(1.0, max_norm / total.item()) if total > 0 else 1.0
@@ -180,6 +189,12 @@ def clip_grad_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> torch
         for g in grads:
             g.mul_(scale)
     return total
+
+
+def _check_max_norm(max_norm: float) -> None:
+    """Refuse a threshold that is not positive and finite."""
+    if not (max_norm > 0 and math.isfinite(max_norm)):
+        raise ValueError(f"expected a positive finite max_norm, got {max_norm!r}")
 
 
 def loss_gradient_by_position(

@@ -35,7 +35,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .attention import SCORES, Attention
-from .rnn import masked_sequence_nll, sentence_batch
+from .rnn import masked_sequence_nll
 from .rnn_tasks import RecurrentEncoder
 from .train import History
 
@@ -74,20 +74,32 @@ def source_batch(sources: Sequence[Sequence[int]], pad: int = 1) -> tuple[torch.
     """Sources padded to one length: ``(src: (batch, S), lengths: (batch,), mask: (batch, S))``."""
     if len(sources) == 0:
         raise ValueError("expected at least one source sequence, got none")
-    lengths = torch.tensor([len(s) for s in sources])
+    rows = [list(s) for s in sources]
+    lengths = torch.tensor([len(row) for row in rows])
     if lengths.min() < 1:
         raise ValueError("expected every source to have at least one token")
-    src = torch.full((len(sources), int(lengths.max())), pad, dtype=torch.int64)
-    for i, s in enumerate(sources):
-        src[i, : len(s)] = torch.as_tensor(list(s), dtype=torch.int64)
-    return src, lengths, torch.arange(src.shape[1])[None] < lengths[:, None]
+    width = int(lengths.max())
+    src = torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=torch.int64)
+    return src, lengths, torch.arange(width)[None] < lengths[:, None]
 
 
 def pair_batch(pairs: Sequence[Pair], bos: int = 0, eos: int = 1, pad: int = 1) -> PairBatch:
     """Pad `pairs` of ``(source ids, target ids)`` (targets without ``<s>``/``</s>``)."""
     src, lengths, mask = source_batch([s for s, _ in pairs], pad)
-    tgt = sentence_batch([list(t) for _, t in pairs], bos=bos, eos=eos, pad=pad)
-    return PairBatch(src, lengths, mask, tgt.inputs, tgt.targets, tgt.mask)
+    targets = [list(t) for _, t in pairs]
+    tgt_lengths = torch.tensor([len(t) + 1 for t in targets])  # y_1 .. y_n and </s>
+    width = int(tgt_lengths.max())
+    tgt_in = [[bos, *t] + [pad] * (width - len(t) - 1) for t in targets]
+    tgt_out = [[*t, eos] + [pad] * (width - len(t) - 1) for t in targets]
+    tgt_mask = torch.arange(width)[None] < tgt_lengths[:, None]
+    return PairBatch(
+        src,
+        lengths,
+        mask,
+        torch.tensor(tgt_in, dtype=torch.int64),
+        torch.tensor(tgt_out, dtype=torch.int64),
+        tgt_mask,
+    )
 
 
 class Seq2Seq(nn.Module):
@@ -130,24 +142,17 @@ class Seq2Seq(nn.Module):
         self.out = nn.Linear(width, tgt_vocab_size)
 
     def encode(self, src: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Encoder states ``(batch, S, H)`` (zero at padding) and the last real one, $c$: ``(batch, H)``.
+        """Eq. (eq-ch6-encoder): states ``(batch, S, H)``, zero at padding, and ``c: (batch, H)``.
 
-        The encoder reads left to right, so its states at real positions never depend on the padding
-        after them: it runs on the padded batch as it is (a quarter faster than packing it, for these
-        small models) and $c$ is the state at each source's last real token."""
-        lengths = torch.as_tensor(lengths)
-        if src.ndim != 2 or lengths.shape != src.shape[:1]:
-            raise ValueError(
-                f"expected src (batch, S) and lengths (batch,), got {tuple(src.shape)} and "
-                f"{tuple(lengths.shape)}"
-            )
-        if lengths.numel() and (lengths.min() < 1 or lengths.max() > src.shape[1]):
-            raise ValueError(f"expected lengths in 1 .. {src.shape[1]}, got {lengths.tolist()}")
+        The encoder reads left to right, so its states at real positions never depend on the
+        padding after them: it runs on the padded batch as it is (a quarter faster than packing
+        it, for these small models) and $c$ is the state at each source's last real token."""
+        lengths = _checked_lengths(src, lengths)
         states, _ = self.encoder.rnn(self.encoder.embedding(src))
         lengths = lengths.to(states.device)
-        last = states[torch.arange(len(src), device=states.device), lengths - 1]
+        c = states[torch.arange(len(src), device=states.device), lengths - 1]  # last real state
         real = torch.arange(src.shape[1], device=states.device)[None] < lengths[:, None]
-        return states * real[..., None], last
+        return states * real[..., None], c
 
     def decode_steps(
         self,
@@ -155,8 +160,12 @@ class Seq2Seq(nn.Module):
         h: torch.Tensor,
         memory: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """Run the decoder over `tokens: (batch, T)` from state `h: (batch, H)`; `memory` is
-        ``(encoder states, c, src_mask)``. Returns ``(logits (batch, T, V), last state, weights)``."""
+        """Eqs. (eq-ch6-decoder), (eq-ch6-input), (eq-ch6-output): logits ``(batch, T, V)``.
+
+        Runs the decoder over `tokens: (batch, T)` from state `h: (batch, H)`; `memory` is
+        ``(encoder states, c, src_mask)``.
+        Returns ``(logits, last state, weights)``, the attention weights ``(batch, T, S)`` of an
+        attention model (Chapter 7) and None otherwise."""
         states, c, src_mask = memory
         x = self.embedding(tokens)
         if "input" in self.context:
@@ -173,7 +182,7 @@ class Seq2Seq(nn.Module):
     def start(
         self, src: torch.Tensor, lengths: torch.Tensor, src_mask: torch.Tensor
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """Encode the source: the decoder's initial state and its memory for :meth:`decode_steps`."""
+        """Eq. (eq-ch6-init): ``h_0: (batch, H)``, c or zeros, and the decoder's memory."""
         states, c = self.encode(src, lengths)
         use_c = "init" in self.context or self.attention_score is not None
         return (c if use_c else torch.zeros_like(c)), (states, c, src_mask)
@@ -184,9 +193,22 @@ class Seq2Seq(nn.Module):
         return logits, weights
 
     def loss(self, batch: PairBatch) -> torch.Tensor:
-        """Teacher-forced mean NLL over the real target tokens (nats per token)."""
+        """Eq. (eq-ch6-objective) per token: the teacher-forced mean NLL, in nats."""
         logits, _ = self(batch)
         return masked_sequence_nll(logits, batch.tgt_out, batch.tgt_mask)
+
+
+def _checked_lengths(src: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """`lengths` as a tensor, refused unless it gives each row of `src: (batch, S)` 1 .. S tokens."""
+    lengths = torch.as_tensor(lengths)
+    if src.ndim != 2 or lengths.shape != src.shape[:1]:
+        raise ValueError(
+            f"expected src (batch, S) and lengths (batch,), got {tuple(src.shape)} and "
+            f"{tuple(lengths.shape)}"
+        )
+    if lengths.numel() and (lengths.min() < 1 or lengths.max() > src.shape[1]):
+        raise ValueError(f"expected lengths in 1 .. {src.shape[1]}, got {lengths.tolist()}")
+    return lengths
 
 
 Step = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any]]
@@ -195,13 +217,12 @@ Step = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any]]
 def greedy_decode(
     step: Step, state: Any, batch_size: int, bos: int = 0, eos: int = 1, max_len: int = 50
 ) -> list[list[int]]:
-    r"""Greedy decoding, $\hat y_t = \arg\max_y p(y \mid \hat y_{<t}, x)$, for a batch at once.
+    r"""Eq. (eq-ch6-greedy) for a batch: ``batch_size`` lists of output ids, ``</s>`` left out.
 
     ``step(prev: (batch,) int64, state) -> (logits: (batch, V), state)``; the first `prev` is
-    ``<s>``. Each sequence stops at its own ``</s>`` (not part of the output); decoding stops when
-    all have or after `max_len` tokens. Ties go to the lowest id (``torch.argmax``)."""
-    if batch_size < 1 or max_len < 0:
-        raise ValueError(f"expected batch_size >= 1 and max_len >= 0, got {batch_size}, {max_len}")
+    ``<s>``. Each sequence stops at its own ``</s>``; decoding stops when all have or after
+    `max_len` tokens. Ties go to the lowest id (``torch.argmax``)."""
+    _check_decode_sizes(batch_size, max_len)
     outputs: list[list[int]] = [[] for _ in range(batch_size)]
     done = [False] * batch_size
     prev = torch.full((batch_size,), bos, dtype=torch.int64)
@@ -216,6 +237,12 @@ def greedy_decode(
         if all(done):
             break
     return outputs
+
+
+def _check_decode_sizes(batch_size: int, max_len: int) -> None:
+    """Refuse an empty batch or a negative length limit."""
+    if batch_size < 1 or max_len < 0:
+        raise ValueError(f"expected batch_size >= 1 and max_len >= 0, got {batch_size}, {max_len}")
 
 
 @dataclass
