@@ -36,6 +36,7 @@ from shown_code import (  # noqa: E402
 LIB = ROOT / "lib"
 CHAPTERS = sorted((ROOT / "book").glob("ch*.md"))
 MAX_LINES = 30
+MAX_WIDTH = 96  # characters of a shown line: the desktop column at the page's 12.5-px code
 
 #: (page, library objects in the order the page shows them)
 SHOWN: dict[str, list[str]] = {
@@ -146,8 +147,12 @@ def test_a_shown_object_fits_a_screen_and_says_what_it_implements(name):
     node = ast.parse("\n".join(lines)).body[0]
     doc = ast.get_docstring(node)
     assert doc, f"{name} has no docstring"
-    first = doc.strip().splitlines()[0]
-    assert first.endswith("."), f"{name}'s docstring opens with one sentence, got {first!r}"
+    first = " ".join(doc.strip().split("\n\n")[0].split())
+    assert first.endswith("."), (
+        f"{name}'s docstring opens with one sentence, got {first!r}"
+    )
+    wide = [line for line in lines if len(line) > MAX_WIDTH]
+    assert not wide, f"{name}: lines wider than the page's {MAX_WIDTH} columns: {wide}"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)

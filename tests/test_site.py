@@ -292,6 +292,18 @@ def assert_tables_fit_or_scroll_with_a_cue(page, path: str, width: int) -> None:
             assert "gradient" in (t["shadow"] or ""), f"{name} scrolls with no cue"
 
 
+def assert_shown_code_fits_the_column(page, path: str) -> None:
+    """The library code a chapter shows (literalinclude) reads without scrolling at 1,400 px."""
+    blocks = page.evaluate(
+        """() => Array.from(document.querySelectorAll("article div.literal-block-wrapper")).map(
+             w => ({caption: w.querySelector(".caption-text")?.textContent,
+                    overflow: w.querySelector("pre").scrollWidth - w.querySelector("pre").clientWidth}))"""
+    )
+    assert blocks, f"{path} shows no library code"
+    for block in blocks:
+        assert block["overflow"] <= 1, f"{path}: {block['caption']} scrolls sideways at 1,400 px"
+
+
 def assert_first_screen_shows_title_summary_and_box(page, path: str, height: int) -> None:
     """Issue 30: on a phone the first screen holds the chapter's title, its two-line summary and
     the top of the opening box (goals, prerequisites, time)."""
@@ -347,6 +359,7 @@ def test_chapter_fits_the_screen_and_shows_its_explorer(browser, server, path, v
     assert_tables_fit_or_scroll_with_a_cue(page, path, viewport["width"])
     if viewport["width"] >= 1400:
         assert_equations_fit_the_column(page, path)
+        assert_shown_code_fits_the_column(page, path)
     else:
         assert_first_screen_shows_title_summary_and_box(page, path, viewport["height"])
     page.close()

@@ -92,11 +92,13 @@ def _check_additive(q, k, W_q, W_k, w) -> None:  # noqa: N803
 
 
 def masked_softmax(scores: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
-    r"""Eq. (eq-masked-softmax): weights ``(batch, Tq, Tk)``, masked keys $-\infty$ before softmax.
+    r"""Eq. (eq-masked-softmax): weights ``(batch, Tq, Tk)``, masked keys $-\infty$ before
+    softmax.
 
-    `key_mask` is bool, True where a query may read a key: ``(batch, Tk)`` (the same keys for every
-    query: padding) or ``(batch, Tq, Tk)`` (per query, e.g. padding and a causal mask together).
-    A row with no key allowed is all zeros."""
+    `key_mask` is bool, True where a query may read a key: ``(batch, Tk)`` (the same keys for
+    every query: padding) or ``(batch, Tq, Tk)`` (per query, e.g. padding and a causal mask
+    together). A row with no key allowed is all zeros.
+    """
     if key_mask is None:
         return torch.softmax(scores, dim=-1)
     _check_key_mask(scores, key_mask)

@@ -101,7 +101,9 @@ class Node:
         return out
 
     def tanh(self) -> Node:
-        r"""Eq. (eq-vjp) for $y = \tanh(x)$, any shape: the Jacobian is diagonal, $\bar x = \bar y \odot (1 - y^2)$."""
+        r"""Eq. (eq-vjp) for $y = \tanh(x)$, any shape: the Jacobian is diagonal, $\bar x = \bar y
+        \odot (1 - y^2)$.
+        """
         out = self._child(torch.tanh(self.value), (self,), "tanh")
 
         def backward() -> None:
@@ -146,7 +148,8 @@ class Node:
 
     # ---- the backward pass -----------------------------------------------------------------
     def topological_order(self) -> list[Node]:
-        """Every node this one depends on, each after all of its parents (iterative DFS, no recursion).
+        """Every node this one depends on, each after all of its parents (iterative DFS, no
+        recursion).
 
         Walked in reverse, it visits a node only after every node that uses it.
         """
@@ -164,11 +167,12 @@ class Node:
         return order
 
     def backward(self, grad: torch.Tensor | None = None) -> None:
-        r"""Eq. (eq-vjp) from the loss back: add $\partial L/\partial v$ into ``v.grad`` (``v.shape``) for every leaf.
+        r"""Eq. (eq-vjp) from the loss back: add $\partial L/\partial v$ into ``v.grad``
+        (``v.shape``) for every leaf.
 
         $L$ is this node; `grad` is $\partial L/\partial\,$self (default 1 for a scalar). Leaves'
-        gradients add up across calls, as in torch: zero them (:func:`zero_grad`) between steps.
-        The nodes in between hold this call's gradient only: they are zeroed first.
+        gradients add up across calls, as in torch: zero them (:func:`zero_grad`) between steps. The
+        nodes in between hold this call's gradient only: they are zeroed first.
         """
         grad = self._seed_grad(grad)
         order = self.topological_order()

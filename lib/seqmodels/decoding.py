@@ -78,8 +78,9 @@ def _check_logits(logits: torch.Tensor) -> None:
 def temperature(logits: torch.Tensor, t: float) -> torch.Tensor:
     r"""Eq. (eq-ch9-temperature): the logits $z / t$ ``(..., V)`` for ``logits: (..., V)``.
 
-    $t > 0$; softmax$(z/t)$ sharpens towards the argmax as $t \to 0$ and flattens towards uniform as
-    $t \to \infty$."""
+    $t > 0$; softmax$(z/t)$ sharpens towards the argmax as $t \to 0$ and flattens towards
+    uniform as $t \to \infty$.
+    """
     _check_logits(logits)
     _check_temperature(t)
     return logits / t
@@ -175,10 +176,11 @@ def _check_generator(generator: torch.Generator) -> None:
 def sample(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     r"""One token $y \sim \mathrm{softmax}(z)$ per row of ``logits: (..., V)``: int64 ``(...)``.
 
-    Any device, tokens on the CPU; exactly reproducible on CPU and GPU: probs = softmax(logits) in
-    float64 on the CPU; one ``u = torch.rand(n, generator=generator, dtype=torch.float64)`` per row
-    (a CPU generator); the token is the first index whose cumulative probability exceeds $u$
-    (clamped to $V - 1$), i.e. inverse-CDF sampling, $P(\text{token} = i) = p_i$."""
+    Any device, tokens on the CPU; exactly reproducible on CPU and GPU: probs = softmax(logits)
+    in float64 on the CPU; one ``u = torch.rand(n, generator=generator, dtype=torch.float64)``
+    per row (a CPU generator); the token is the first index whose cumulative probability exceeds
+    $u$ (clamped to $V - 1$), i.e. inverse-CDF sampling, $P(\text{token} = i) = p_i$.
+    """
     _check_logits(logits)
     _check_generator(generator)
     flat = logits.detach().to("cpu", torch.float64).reshape(-1, logits.shape[-1])
@@ -322,10 +324,12 @@ def beam_search(
     alpha: float = 0.0,
     trace: list | None = None,
 ) -> list[Hypothesis]:
-    r"""Eq. (eq-ch9-length-norm): the finished hypotheses of a `beam_size` beam, best score first.
+    r"""Eq. (eq-ch9-length-norm): a `beam_size` beam's finished hypotheses, best score first.
 
-    Each step extends every live prefix by every token and keeps the `beam_size` best by cumulative
-    log-prob; kept candidates ending in ``eos`` are finished (the rules: the module's docstring)."""
+    Each step extends every live prefix by every token and keeps the `beam_size` best by
+    cumulative log-prob; kept candidates ending in ``eos`` are finished (the rules: the module's
+    docstring).
+    """
     _check_beam(max_len, bos, eos, beam_size, alpha)
     live: list[tuple[list[int], float]] = [([], 0.0)]  # (prefix after bos, log p(prefix))
     finished: list[Hypothesis] = []
@@ -334,7 +338,8 @@ def beam_search(
             break
         prefixes = torch.tensor([[bos, *y] for y, _ in live], dtype=torch.int64)
         lp = _call(next_log_probs, prefixes)  # (live, V): log p(y_t | prefix)
-        totals = (torch.tensor([s for _, s in live], dtype=torch.float64)[:, None] + lp).flatten()
+        prefix_lp = torch.tensor([s for _, s in live], dtype=torch.float64)  # log p(prefix)
+        totals = (prefix_lp[:, None] + lp).flatten()
         kept = totals.sort(descending=True, stable=True).indices[:beam_size].tolist()
         if trace is not None:
             trace.append(_trace_step(live, totals, lp.shape[1], beam_size, eos))

@@ -73,7 +73,11 @@ def state_jacobians(
     return torch.stack([*jacobians, eye])
 
 
-def jacobian_chain(rnn: nn.Module, x: torch.Tensor, h0: torch.Tensor | None = None) -> torch.Tensor:
+def jacobian_chain(
+    rnn: nn.Module,
+    x: torch.Tensor,
+    h0: torch.Tensor | None = None,
+) -> torch.Tensor:
     r"""Eq. (eq-jacobian-product): dh_T/dh_t for t = 0 .. T, ``(T + 1, d_h, d_h)``.
 
     For one sequence ``x: (T, d_in)``, multiplied out from the step Jacobians of

@@ -19,9 +19,11 @@ NATS_PER_BIT = math.log(2.0)
 
 
 def cross_entropy(total_nll: float, n_tokens: int) -> float:
-    r"""Eq. (eq-perplexity): the per-token cross-entropy $H$ in nats of a text of `n_tokens` predicted tokens.
+    r"""Eq. (eq-perplexity): the per-token cross-entropy $H$ in nats of a text of `n_tokens`
+    predicted tokens.
 
-    `total_nll` is the text's negative log-likelihood summed in nats, $-\sum_t \ln p(w_t \mid w_{<t})$.
+    `total_nll` is the text's negative log-likelihood summed in nats, $-\sum_t \ln p(w_t \mid
+    w_{<t})$.
     """
     _check_total(total_nll, n_tokens)
     return total_nll / n_tokens
@@ -36,7 +38,9 @@ def _check_total(total_nll: float, n_tokens: int) -> None:
 
 
 def perplexity(total_nll: float, n_tokens: int) -> float:
-    """Eq. (eq-perplexity): $e^H$ of a text of `n_tokens` tokens; ``inf`` when some token had probability zero."""
+    """Eq. (eq-perplexity): $e^H$ of a text of `n_tokens` tokens; ``inf`` when some token had
+    probability zero.
+    """
     return math.exp(cross_entropy(total_nll, n_tokens))
 
 

@@ -255,7 +255,8 @@ class NGramLM:
         return count / total if total else 0.0
 
     def _kn_prob(self, h: Context, w: int) -> float:
-        r"""Eq. (eq-kn): $p_{\text{KN}}(w \mid h)$ for a context `h` of up to ``n - 1`` ids, from the base upwards.
+        r"""Eq. (eq-kn): $p_{\text{KN}}(w \mid h)$ for a context `h` of up to ``n - 1`` ids, from
+        the base upwards.
 
         Level m holds the counts after contexts of m - 1 tokens: raw counts at the top, continuation
         counts (eq-kn-continuation) below; `_suffixes` pairs each level with the start of its

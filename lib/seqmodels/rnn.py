@@ -58,7 +58,8 @@ class ElmanRNN(nn.Module):
         lengths: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""Eq. (eq-elman): every ``h_t: (batch, time, d_h)`` and the last for ``x: (batch, time, d_in)``.
+        r"""Eq. (eq-elman): every ``h_t: (batch, time, d_h)`` and the last for ``x: (batch, time,
+        d_in)``.
 
         From `h0: (batch, d_h)` (zeros if None). With `lengths: (batch,)` or a bool `mask` (True =
         real token), a padded step keeps the state and outputs 0 (as ``pad_packed_sequence``), so
@@ -205,7 +206,8 @@ class RNNLM(nn.Module):
         h0: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None,
         lengths: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | tuple[torch.Tensor, torch.Tensor]]:
-        """Eq. (eq-rnnlm): logits ``(batch, time, V)`` and the last state for ``tokens: (batch, time)``.
+        """Eq. (eq-rnnlm): logits ``(batch, time, V)`` and the last state for ``tokens: (batch,
+        time)``.
 
         `h0: (batch, d_h)` (an LSTM: ``(h, c)``) continues from a state (truncated BPTT,
         generation); `lengths: (batch,)` marks padding, after which the state is frozen (a fused
@@ -263,11 +265,12 @@ class RNNLM(nn.Module):
 def masked_sequence_nll(
     logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
-    r"""Eq. (eq-masked-nll): the mean NLL in nats over the real tokens of ``logits: (batch, time, V)``.
+    r"""Eq. (eq-masked-nll): the mean NLL in nats over the real tokens of ``logits: (batch,
+    time, V)``.
 
-    `targets: (batch, time)` ids, `mask: (batch, time)` bool (True = real). Each real token counts
-    once, whatever the padding; padded positions are never read (their logits may be anything, even
-    NaN, their targets any integer) and get zero gradient.
+    `targets: (batch, time)` ids, `mask: (batch, time)` bool (True = real). Each real token
+    counts once, whatever the padding; padded positions are never read (their logits may be
+    anything, even NaN, their targets any integer) and get zero gradient.
     """
     _check_masked(logits, targets, mask)
     return F.cross_entropy(logits[mask], targets[mask])
@@ -316,13 +319,14 @@ def hidden_jacobian(rnn: ElmanRNN, h_t: torch.Tensor) -> torch.Tensor:
 def bptt(
     rnn: ElmanRNN, x: torch.Tensor, grad_outputs: torch.Tensor, h0: torch.Tensor | None = None
 ) -> BPTTGradients:
-    r"""Eq. (eq-bptt): gradients for ``x: (batch, time, d_in)`` from ``grad_outputs: (batch, time, d_h)``.
+    r"""Eq. (eq-bptt): gradients for ``x: (batch, time, d_in)`` from ``grad_outputs: (batch,
+    time, d_h)``.
 
     `grad_outputs` holds $\partial L/\partial h_t$ for every t (e.g. from the output layer),
-    `h0: (batch, d_h)` (zeros if None). Forward, storing every $h_t$; then back from $t = T$, the
-    gradient reaching $h_t$ is its own plus what flows back from $h_{t+1}$ through
-    $\partial h_{t+1}/\partial h_t$ (:func:`hidden_jacobian`, never formed). The weights get a
-    sum over time because they are shared across steps.
+    `h0: (batch, d_h)` (zeros if None). Forward, storing every $h_t$; then back from $t = T$,
+    the gradient reaching $h_t$ is its own plus what flows back from $h_{t+1}$ through $\partial
+    h_{t+1}/\partial h_t$ (:func:`hidden_jacobian`, never formed). The weights get a sum over
+    time because they are shared across steps.
     """
     states = _bptt_states(rnn, x, grad_outputs, h0)  # h_0 .. h_T: (batch, time + 1, d_h)
     grads = {name: torch.zeros_like(p) for name, p in rnn.named_parameters()}

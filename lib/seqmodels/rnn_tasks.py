@@ -151,7 +151,9 @@ class SequenceClassifier(nn.Module):
         self.output = nn.Linear(self.encoder.width, n_labels)
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """Logits ``(batch, n_labels)`` of the last state or the mean state for ``tokens: (batch, time)``."""
+        """Logits ``(batch, n_labels)`` of the last state or the mean state for ``tokens: (batch,
+        time)``.
+        """
         outputs, summary = self.encoder(tokens, lengths)  # h_1 .. h_T, and h_T of each direction
         if self.pooling == "mean":  # padded outputs are zero: sum, then divide by the lengths
             lengths = torch.as_tensor(lengths, device=outputs.device, dtype=outputs.dtype)

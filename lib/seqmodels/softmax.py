@@ -39,7 +39,8 @@ def naive_softmax(z: torch.Tensor) -> torch.Tensor:
 
 
 def logsumexp(z: torch.Tensor) -> torch.Tensor:
-    r"""Eq. (eq-logsumexp): $\log\sum_j e^{z_j}$ shifted by $m = \max_j z_j$, ``z: (..., K)`` → ``(...)``.
+    r"""Eq. (eq-logsumexp): $\log\sum_j e^{z_j}$ shifted by $m = \max_j z_j$, ``z: (..., K)`` →
+    ``(...)``.
 
     A row of all $-\infty$ gives $-\infty$ (the log of an empty sum), not ``nan``.
     """

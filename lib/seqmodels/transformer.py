@@ -506,7 +506,7 @@ class TransformerSeq2Seq(nn.Module):
         self.out = nn.Linear(d_model, tgt_vocab_size)
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
-        """Encoder states ``(batch, S, d)`` for ``src: (batch, S)``, padding hidden by `src_mask`."""
+        """Encoder states ``(batch, S, d)`` for ``src: (batch, S)``, padding hidden by the mask."""
         _check_tokens(src, self.src_vocab_size, "src")
         x = self.src_embed(src)
         for block in self.encoder:
