@@ -54,3 +54,49 @@ def test_a_chapter_names_other_chapters_as_chapters(path):
             f"{path.name}: {{ref}}`{label}` shows a title; write {{ref}}`Chapter N <{label}>`"
         )
         assert title == f"Chapter {LABELS.index(label) + 1}", f"{path.name}: {title} <{label}>"
+
+
+KEY_IDEA = re.compile(r"^:{3,}\{admonition\} Key idea\s*\n:class: key-idea\s*\n", re.M)
+UNSECTIONED = {"Summary", "Exercises", "References"}
+
+
+def sections(text: str) -> list[tuple[str, str]]:
+    """``(title, body)`` of each ``##`` section of a chapter (its ``###`` subsections included)."""
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return list(zip(parts[1::2], parts[2::2], strict=True))
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_each_section_ends_with_a_two_line_key_idea(path):
+    """Each taught section closes with a key idea (an admonition of class ``key-idea``, one or two
+    sentences, at most about two lines on the page); Summary, Exercises and References do not."""
+    for title, body in sections(path.read_text(encoding="utf-8")):
+        if title.strip() in UNSECTIONED:
+            continue
+        ideas = list(KEY_IDEA.finditer(body))
+        assert ideas, f"{path.name}: section {title!r} has no key idea"
+        last = ideas[-1]
+        idea = body[last.end() :].split("\n:::", 1)[0]
+        after = body[last.end() + len(idea) :].lstrip(":").strip()
+        assert not re.sub(r"^\([\w-]+\)=\s*$", "", after, flags=re.M).strip(), (
+            f"{path.name}: section {title!r} goes on after its key idea"
+        )
+        words = len(idea.split())
+        assert 8 <= words <= 45, f"{path.name}: {title!r}'s key idea has {words} words"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_the_provenance_of_stored_runs_is_in_dropdowns(path):
+    """Which script made a stored run, how long it took and with which seeds is told in a
+    dropdown (``:::{dropdown}``), not in the prose a reader reads through: every line naming a
+    ``benchmarks/`` script is inside one."""
+    depth, outside = [], []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        fence = re.match(r"^\s*(:{3,})(\{[\w:-]+\})?", line)
+        if fence and fence[2]:
+            depth.append(fence[2])
+        elif fence and depth:
+            depth.pop()
+        elif "benchmarks/" in line and "{dropdown}" not in depth:
+            outside.append(f"{number}: {line.strip()[:80]}")
+    assert not outside, f"{path.name}: provenance outside a dropdown:\n" + "\n".join(outside)
