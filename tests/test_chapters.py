@@ -77,7 +77,7 @@ def test_each_section_ends_with_a_two_line_key_idea(path):
         assert ideas, f"{path.name}: section {title!r} has no key idea"
         last = ideas[-1]
         idea = body[last.end() :].split("\n:::", 1)[0]
-        after = body[last.end() + len(idea) :].lstrip(":").strip()
+        after = body[last.end() + len(idea) :].strip().lstrip(":").strip()
         assert not re.sub(r"^\([\w-]+\)=\s*$", "", after, flags=re.M).strip(), (
             f"{path.name}: section {title!r} goes on after its key idea"
         )
