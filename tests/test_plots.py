@@ -31,7 +31,6 @@ def _book_figures():
     probs = torch.tensor([0.0, 0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
     labels = ["<s>", "</s>", ",", ".", "lord"]
     return {
-        "taxonomy": plots.taxonomy_figure(),
         "perplexity_vs_order": ax.figure,
         "next_token_bars": plots.next_token_bars({"unigram": probs, "trigram": probs}, labels),
         "training_curve": plots.training_curve(
