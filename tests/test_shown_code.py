@@ -148,9 +148,7 @@ def test_a_shown_object_fits_a_screen_and_says_what_it_implements(name):
     doc = ast.get_docstring(node)
     assert doc, f"{name} has no docstring"
     first = " ".join(doc.strip().split("\n\n")[0].split())
-    assert first.endswith("."), (
-        f"{name}'s docstring opens with one sentence, got {first!r}"
-    )
+    assert first.endswith("."), f"{name}'s docstring opens with one sentence, got {first!r}"
     wide = [line for line in lines if len(line) > MAX_WIDTH]
     assert not wide, f"{name}: lines wider than the page's {MAX_WIDTH} columns: {wide}"
 
