@@ -304,6 +304,17 @@ def assert_shown_code_fits_the_column(page, path: str) -> None:
         assert block["overflow"] <= 1, f"{path}: {block['caption']} scrolls sideways at 1,400 px"
 
 
+def assert_key_ideas_take_two_lines(page, path: str) -> None:
+    """Each section's key idea is at most two lines of the desktop column."""
+    lines = page.evaluate(
+        """() => Array.from(document.querySelectorAll(
+               "article div.admonition.key-idea > p:not(.admonition-title)")).map(p =>
+             Math.round(p.getBoundingClientRect().height / parseFloat(getComputedStyle(p).lineHeight)))"""
+    )
+    assert lines, f"{path} has no key idea"
+    assert max(lines) <= 2, f"{path}: key ideas of {lines} lines at 1,400 px"
+
+
 def assert_first_screen_shows_title_summary_and_box(page, path: str, height: int) -> None:
     """Issue 30: on a phone the first screen holds the chapter's title, its two-line summary and
     the top of the opening box (goals, prerequisites, time)."""
@@ -360,6 +371,7 @@ def test_chapter_fits_the_screen_and_shows_its_explorer(browser, server, path, v
     if viewport["width"] >= 1400:
         assert_equations_fit_the_column(page, path)
         assert_shown_code_fits_the_column(page, path)
+        assert_key_ideas_take_two_lines(page, path)
     else:
         assert_first_screen_shows_title_summary_and_box(page, path, viewport["height"])
     page.close()
