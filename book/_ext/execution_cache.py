@@ -8,7 +8,7 @@ build reads any chapter (``builder-inited``) a chapter whose key changed loses i
 re-executes; the others keep theirs. So a change to ``decoding.py`` re-runs the chapters that import
 it, not all nine. (The modules reached are `seqmodels.reach`'s.)
 
-The same hook points `seqmodels.model_cache` at ``_build/.model_cache`` (``SEQMODELS_MODEL_CACHE``,
+A second ``builder-inited`` hook points `seqmodels.model_cache` at ``_build/.model_cache`` (``SEQMODELS_MODEL_CACHE``,
 inherited by every chapter's kernel), so a model trained on one page with some code, data and seeds
 is loaded, not retrained, by another page that trains the same.
 
@@ -43,17 +43,24 @@ def chapter_key(source: str, lib: Path, requirements: Path) -> str:
     return source_digest(chapter_modules(source, lib), digest).hexdigest()[:16]
 
 
+def _cache_path(app) -> Path:
+    path = Path(app.config.nb_execution_cache_path or ".jupyter_cache")
+    return path if path.is_absolute() else Path(app.srcdir) / path
+
+
+def _share_trained_models(app) -> None:
+    """Point every chapter kernel's `seqmodels.model_cache` at ``.model_cache`` beside the execution
+    cache: a model is trained once per content across pages and builds."""
+    os.environ.setdefault(MODEL_CACHE, str((_cache_path(app).parent / ".model_cache").resolve()))
+
+
 def _invalidate_changed_chapters(app) -> None:
     from jupyter_cache import get_cache
     from sphinx.util import logging
 
     logger = logging.getLogger(__name__)
     root = Path(app.srcdir)
-    cache_path = Path(app.config.nb_execution_cache_path or ".jupyter_cache")
-    if not cache_path.is_absolute():
-        cache_path = Path(app.srcdir) / cache_path
-    # trained models are shared between pages (and builds) by content: `seqmodels.model_cache`
-    os.environ.setdefault(MODEL_CACHE, str((cache_path.parent / ".model_cache").resolve()))
+    cache_path = _cache_path(app)
     if app.config.nb_execution_mode != "cache":
         return
     import seqmodels
@@ -87,6 +94,7 @@ def _outdated(app, env, added, changed, removed) -> list[str]:
 
 
 def setup(app) -> dict:
+    app.connect("builder-inited", _share_trained_models)
     app.connect("builder-inited", _invalidate_changed_chapters)
     app.connect("env-get-outdated", _outdated)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

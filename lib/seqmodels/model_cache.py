@@ -22,7 +22,6 @@ notebook never reads or leaves files it did not ask for.
 
 from __future__ import annotations
 
-import io
 import os
 import pickle
 import random
@@ -102,11 +101,7 @@ def _set_rng_states(states: dict[str, Any]) -> None:
 
 
 def _generators(args: tuple, kwargs: dict) -> list[torch.Generator]:
-    found = []
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, torch.Generator):
-            found.append(value)
-    return found
+    return [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Generator)]
 
 
 def run_key(model: nn.Module, train: Callable, args: tuple, kwargs: dict) -> str:
@@ -150,9 +145,7 @@ def trained(model: nn.Module, train: Callable, *args, **kwargs) -> Any:
         "training": model.training,
     }
     folder.mkdir(parents=True, exist_ok=True)
-    buffer = io.BytesIO()
-    torch.save(record, buffer)
     partial = path.with_suffix(f".{os.getpid()}.part")
-    partial.write_bytes(buffer.getvalue())
+    torch.save(record, partial)
     partial.replace(path)  # atomic: a page reading the cache never sees half a file
     return result
