@@ -139,13 +139,20 @@ def stray_numbers(source: str) -> list[Stray]:
 CLAIM_PREFIX = "claim-"
 
 
-def reading_minutes(source: str) -> int:
-    """Minutes to read a chapter's prose (`prose_lines`, roles and links reduced to their words) at
-    `WORDS_PER_MINUTE`, rounded up to the next 5 minutes (at least 5)."""
+def prose_words(source: str) -> int:
+    """The words a reader reads in a page's prose (`prose_lines`, roles and links reduced to their
+    words): what `reading_minutes` and the build's `MAX_PAGE_WORDS` count."""
     words = 0
     for _, line in prose_lines(source):
         text = re.sub(r"\{[a-zA-Z][\w:.-]*\}`([^`<]*)(?:<[^`]*>)?`", r"\1", COMMENT.sub("", line))
         words += len(WORD.findall(LINK_TARGET.sub("", text)))
+    return words
+
+
+def reading_minutes(*sources: str) -> int:
+    """Minutes to read the prose of one page, or of a chapter's pages together (`prose_words`) at
+    `WORDS_PER_MINUTE`, rounded up to the next 5 minutes (at least 5)."""
+    words = sum(prose_words(source) for source in sources)
     return max(5, 5 * -(-words // (5 * WORDS_PER_MINUTE)))
 
 
@@ -182,14 +189,18 @@ def claims_report(chapters: dict[str, dict[str, str]]) -> str:
 GLUE_ROLE = re.compile(r"\{glue(?::\w*)?\}`(?P<content>[^`]+)`")
 
 
-def glue_keys_used(source: str) -> set[str]:
-    """The glue keys a MyST source reads, in roles, figure directives and alt text."""
+def glue_keys_used(source: str, own: bool = False) -> set[str]:
+    """The glue keys a MyST source reads, in roles, figure directives and alt text; with `own`, only
+    those it glues itself (not another page's, ``{glue:text}`page.md::key```)."""
     keys = set()
     for m in GLUE_ROLE.finditer(source):
+        if own and "::" in m["content"]:
+            continue
         key = m["content"].split("::")[-1]
         keys.add(key.rsplit(":", 1)[0] if ":" in key else key)
     for m in re.finditer(r"^\s*(?:`{3,}|:{3,})\{glue(?::\w+)?\}\s*(\S+)", source, re.M):
-        keys.add(m.group(1).split("::")[-1])
+        if not (own and "::" in m.group(1)):
+            keys.add(m.group(1).split("::")[-1])
     return {k.strip() for k in keys}
 
 
@@ -217,13 +228,15 @@ def check_chapter(path: Path, execute: bool = False) -> tuple[list[str], list[st
         for s in stray_numbers(source)
     ]
     if execute:
+        import tempfile
+
         import jupytext
-        from nbclient import NotebookClient
+
+        from seqmodels.execution_client import SlicedNotebookClient
 
         notebook = jupytext.reads(source, fmt="md:myst")
-        client = NotebookClient(
-            notebook, timeout=600, resources={"metadata": {"path": str(path.parent)}}
-        )
+        scratch = tempfile.mkdtemp(prefix="claims-check-")  # an empty folder, as the build runs it
+        client = SlicedNotebookClient(notebook, timeout=600, resources={"metadata": {"path": scratch}})
         executed = Path("_build") / "claims-check" / f"{path.stem}.ipynb"
         executed.parent.mkdir(parents=True, exist_ok=True)
         from seqmodels.glue import BUILD_FLAG
@@ -238,13 +251,16 @@ def check_chapter(path: Path, execute: bool = False) -> tuple[list[str], list[st
         glued = glued_in(notebook)
         problems += [
             f"{path}: glue key {k!r} has no value"
-            for k in sorted(glue_keys_used(source) - set(glued))
+            for k in sorted(glue_keys_used(source, own=True) - set(glued))
         ]
         claims = claims_of(glued)
-        report = [f"{path}: {claim_cells(source)} claim cells, {len(claims)} claims recorded"]
+        report = [
+            f"{path}: {prose_words(source)} prose words, {claim_cells(source)} claim cells, "
+            f"{len(claims)} claims recorded"
+        ]
         report += [f"  claim {name}: {sentence}" for name, sentence in sorted(claims.items())]
         return problems, report
-    return problems, []
+    return problems, [f"{path}: {prose_words(source)} prose words"]
 
 
 # -- Sphinx ----------------------------------------------------------------------------------------
