@@ -45,6 +45,14 @@ def run(steps=5, data=DATA, seed=0):
     return model, losses, after
 
 
+@pytest.fixture(autouse=True)
+def forget():
+    """Every test starts with nothing remembered in this process (`model_cache._memory`)."""
+    model_cache._memory.clear()
+    yield
+    model_cache._memory.clear()
+
+
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV, str(tmp_path))
@@ -52,8 +60,11 @@ def cache(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_a_second_identical_run_is_restored_exactly(cache):
+@pytest.mark.parametrize("remembered", [True, False], ids=["in memory", "from the folder"])
+def test_a_second_identical_run_is_restored_exactly(cache, remembered):
     model, losses, after = run()
+    if not remembered:
+        model_cache._memory.clear()  # another process: only the folder has it
     again, losses_again, after_again = run()
     assert CALLS == [5], "the second run trained again"
     torch.testing.assert_close(again.state_dict(), model.state_dict(), rtol=0, atol=0)
@@ -103,14 +114,41 @@ def test_a_change_of_the_library_code_it_reaches_changes_the_key(monkeypatch):
     assert run_key(model, train_lm, (), {}) != before
 
 
-def test_without_a_cache_folder_nothing_is_written(tmp_path, monkeypatch):
+def test_without_a_cache_folder_nothing_is_written_and_a_run_is_remembered(tmp_path, monkeypatch):
     monkeypatch.delenv(ENV, raising=False)
     monkeypatch.chdir(tmp_path)
     CALLS.clear()
-    run()
-    run()
-    assert CALLS == [5, 5]
+    first = run()
+    second = run()  # a downloaded chapter's next page repeats the call: restored, not retrained
+    assert CALLS == [5]
+    torch.testing.assert_close(second[0].state_dict(), first[0].state_dict(), rtol=0, atol=0)
+    assert second[1:] == first[1:]
     assert not list(tmp_path.rglob("*"))
+
+
+def test_a_remembered_run_is_a_copy_that_later_training_does_not_change(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    CALLS.clear()
+    model, losses, _ = run()
+    with torch.no_grad():
+        model.weight.add_(1.0)  # the page goes on to fine-tune the model it got
+    losses.append(-1.0)
+    again, losses_again, _ = run()
+    assert CALLS == [5]
+    assert losses_again == losses[:-1]
+    assert not torch.equal(again.weight, model.weight)
+
+
+def test_memory_keeps_the_last_runs_only(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setattr(model_cache, "REMEMBERED", 2)
+    CALLS.clear()
+    for steps in (1, 2, 3):
+        run(steps=steps)
+    assert len(model_cache._memory) == 2
+    run(steps=1)  # forgotten: trained again
+    run(steps=3)  # remembered
+    assert CALLS == [1, 2, 3, 1]
 
 
 def test_an_argument_whose_content_cannot_be_read_is_refused(cache):

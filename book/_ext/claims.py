@@ -15,9 +15,14 @@ Two checks, run on every build (``-W`` turns each finding into a failed build):
   ``claim(...)`` records, and the build writes it to ``_build/claims.md``; every claim cell must have
   left its records.
 
-A third helper serves the chapters' opening boxes: ``{reading-time}`prose``` is the page's reading
-time, `reading_minutes`, counted from its prose (`prose_lines`: text, tables, captions; not code or
-math) at `WORDS_PER_MINUTE`, so it follows every edit of the page.
+- **Pages read in one sitting.** A chapter is a landing page and its subpages (`chapters`); a page
+  whose prose is over `MAX_PAGE_WORDS` words (`prose_words`) fails the build.
+
+Two roles serve the chapters' opening boxes: ``{reading-time}`prose``` is the page's reading time
+and ``{reading-time}`chapter``` its chapter's (every page's prose together), `reading_minutes`,
+counted from the prose (`prose_lines`: text, tables, captions; not code or math) at
+`WORDS_PER_MINUTE`, so they follow every edit. ``{chapter-runtime}`.0f``` is the seconds every page
+of the chapter took to execute in this build (`chapter_runtime`: each page's ``chN_runtime`` glue).
 
 Nothing above imports Sphinx, so the rules are unit-testable; `setup` wires them into the build.
 """
@@ -54,6 +59,7 @@ TOKEN = re.compile(r"\S*\d\S*")
 # a reading rate for technical prose with equations (silent reading of expository text is about
 # 240 words a minute; the pages' math and figures slow it), stated on the intro page
 WORDS_PER_MINUTE = 150
+MAX_PAGE_WORDS = 2500  # a page read in one sitting: about 17 minutes at WORDS_PER_MINUTE
 WORD = re.compile(r"[A-Za-z0-9][\w'’-]*")
 
 
@@ -156,6 +162,21 @@ def reading_minutes(*sources: str) -> int:
     return max(5, 5 * -(-words // (5 * WORDS_PER_MINUTE)))
 
 
+def chapter_runtime(glue_folder: Path, landing: str, pages) -> float | None:
+    """Seconds the chapter's pages took to execute: the sum of each page's ``chN_runtime`` glue
+    (``<glue_folder>/<page>.glue.json``), or None if a page has not recorded one."""
+    key = f"ch{int(Path(landing).name[2:4])}_runtime"
+    total = 0.0
+    for page in pages:
+        glue_file = Path(glue_folder) / f"{page}.glue.json"
+        glue = json.loads(glue_file.read_text(encoding="utf-8")) if glue_file.is_file() else {}
+        value = glue.get(key, {}).get("data", {}).get("text/plain")
+        if value is None:
+            return None
+        total += float(value)
+    return total
+
+
 def claim_cells(source: str) -> int:
     """How many code cells of a MyST notebook are tagged ``claim``."""
     return len(re.findall(r"^```\{code-cell\}[^\n]*\n(?::tags:[^\n]*\bclaim\b)", source, re.M))
@@ -236,7 +257,9 @@ def check_chapter(path: Path, execute: bool = False) -> tuple[list[str], list[st
 
         notebook = jupytext.reads(source, fmt="md:myst")
         scratch = tempfile.mkdtemp(prefix="claims-check-")  # an empty folder, as the build runs it
-        client = SlicedNotebookClient(notebook, timeout=600, resources={"metadata": {"path": scratch}})
+        client = SlicedNotebookClient(
+            notebook, timeout=600, resources={"metadata": {"path": scratch}}
+        )
         executed = Path("_build") / "claims-check" / f"{path.stem}.ipynb"
         executed.parent.mkdir(parents=True, exist_ok=True)
         from seqmodels.glue import BUILD_FLAG
@@ -273,22 +296,101 @@ def _const_role(name, rawtext, text, lineno, inliner, options=None, content=None
 
 
 def _reading_time_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    from chapters import chapter_of, chapter_pages
     from docutils import nodes
 
     env = inliner.document.settings.env
-    source = Path(env.doc2path(env.docname)).read_text(encoding="utf-8")
-    return [nodes.Text(f"about {reading_minutes(source)} min")], []
+    root = Path(env.srcdir)
+    pages = [env.docname]
+    if text.strip() == "chapter":
+        landing = chapter_of(root, env.docname)
+        pages = list(chapter_pages(root).get(landing, pages))
+    sources = [(root / f"{page}.md").read_text(encoding="utf-8") for page in pages]
+    return [nodes.Text(f"about {reading_minutes(*sources)} min")], []
+
+
+def _chapter_runtime_node_class():
+    from docutils import nodes
+
+    class chapter_runtime_pending(nodes.Inline, nodes.TextElement):  # noqa: N801 - docutils style
+        """``{chapter-runtime}``: filled in once every page of the chapter has executed."""
+
+    return chapter_runtime_pending
+
+
+CHAPTER_RUNTIME_NODE = _chapter_runtime_node_class()
+
+
+def _chapter_runtime_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    node = CHAPTER_RUNTIME_NODE(rawtext, "", spec=text.strip())
+    node.source, node.line = inliner.reporter.get_source_and_line(lineno)
+    return [node], []
+
+
+def _fill_chapter_runtime(app, doctree, docname) -> None:
+    """Replace ``{chapter-runtime}`` with the chapter's execution time (read after every page ran)."""
+    from chapters import chapter_of, chapter_pages
+    from docutils import nodes
+    from sphinx.util import logging
+
+    root = Path(app.srcdir)
+    for node in list(doctree.findall(CHAPTER_RUNTIME_NODE)):
+        landing = chapter_of(root, docname)
+        seconds = None
+        if landing:
+            folder = Path(app.outdir).parent / "jupyter_execute"
+            seconds = chapter_runtime(folder, landing, chapter_pages(root)[landing])
+        if seconds is None:
+            logging.getLogger(__name__).warning(
+                "{chapter-runtime}: a page of this chapter recorded no chN_runtime",
+                location=node,
+                type="claims",
+            )
+            text = "?"
+        else:
+            text = format_glue(str(seconds), node["spec"]) if node["spec"] else f"{seconds:.0f}"
+        node.replace_self(nodes.inline(text, text, classes=["pasted-text"]))
+
+
+def _landing_follows_its_pages(app, env, added, changed, removed) -> list[str]:
+    """A chapter's landing page states the chapter's reading and running time: re-read it whenever
+    one of its pages is re-read (or re-executed for the library's sake, `execution_cache`)."""
+    from chapters import chapter_pages
+
+    touched = set(added) | set(changed) | getattr(app, "seqmodels_changed_chapters", set())
+    return sorted(
+        landing
+        for landing, pages in chapter_pages(Path(app.srcdir)).items()
+        if touched & set(pages) and landing in env.found_docs
+    )
+
+
+def _people_in_pasted_glue(app, doctree, docname) -> None:
+    """Glue pasted from another page (``{glue:text}`page.md::key```, resolved after reading) is
+    written for people too, as `format_glue` writes this page's."""
+    from docutils import nodes
+
+    from seqmodels.tables import for_people
+
+    for node in list(doctree.findall(nodes.inline)):
+        if "pasted-text" in node["classes"] and len(node.children) == 1:
+            text = node.astext()
+            if for_people(text) != text:
+                node.children[0].parent = None
+                node.children = []
+                node += nodes.Text(for_people(text))
 
 
 def _check(app, env) -> None:
+    from chapters import all_pages
     from sphinx.util import logging
 
     logger = logging.getLogger(__name__)
     root = Path(app.srcdir)
     records = {}
-    for docname in sorted(env.found_docs):
+    for docname in all_pages(root):
         path = root / f"{docname}.md"
-        if not docname.split("/")[-1].startswith("ch") or not path.is_file():
+        if docname not in env.found_docs or not path.is_file():
             continue
         source = path.read_text(encoding="utf-8")
         for stray in stray_numbers(source):
@@ -298,17 +400,26 @@ def _check(app, env) -> None:
                 type="claims",
                 subtype="number",
             )
+        words = prose_words(source)
+        if words > MAX_PAGE_WORDS:
+            logger.warning(
+                f"{words} prose words: a page is read in one sitting, at most {MAX_PAGE_WORDS} "
+                "(split it, or move a section to another page of the chapter)",
+                location=docname,
+                type="claims",
+                subtype="length",
+            )
         glue_file = Path(app.outdir).parent / "jupyter_execute" / f"{docname}.glue.json"
         glue = json.loads(glue_file.read_text(encoding="utf-8")) if glue_file.is_file() else {}
         claims = claims_of(glue)
         cells = claim_cells(source)
         if cells and not claims:
             logger.warning(
-                f"{cells} cells are tagged 'claim' but the executed chapter recorded no claim",
+                f"{cells} cells are tagged 'claim' but the executed page recorded no claim",
                 location=docname,
                 type="claims",
             )
-        records[docname.split("/")[-1]] = claims
+        records[docname.removeprefix("book/")] = claims
     report = Path(app.outdir).parent / "claims.md"
     report.write_text(claims_report(records), encoding="utf-8")
 
@@ -368,6 +479,11 @@ def setup(app) -> dict:
     app.add_role("const", _const_role)
     app.add_role_to_domain("py", "const", _const_role, override=True)
     app.add_role("reading-time", _reading_time_role)
+    app.add_role("chapter-runtime", _chapter_runtime_role)
+    app.add_node(CHAPTER_RUNTIME_NODE)
+    app.connect("env-get-outdated", _landing_follows_its_pages)
+    app.connect("doctree-resolved", _fill_chapter_runtime)
+    app.connect("doctree-resolved", _people_in_pasted_glue, priority=900)
     app.add_role_to_domain("glue", "text", _glue_text_role(), override=True)
     app.connect("env-check-consistency", _check)
     app.connect("doctree-resolved", _alt_text)

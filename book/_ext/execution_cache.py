@@ -1,4 +1,4 @@
-"""Re-execute a chapter when the library code it runs changes, and only then.
+"""Re-execute a chapter's page when the library code it runs changes, and only then.
 
 Jupyter Book's execution cache matches a chapter on its code cells alone, so a change in ``lib/``
 would never re-run it. Each chapter is keyed on what it can reach: the ``seqmodels`` modules its code
@@ -22,6 +22,8 @@ import hashlib
 import json
 import os
 from pathlib import Path
+
+from chapters import page_files
 
 from seqmodels.model_cache import ENV as MODEL_CACHE
 from seqmodels.reach import imports_of, reached_modules, source_digest
@@ -69,7 +71,7 @@ def _invalidate_changed_chapters(app) -> None:
     keys_file = cache_path / "chapter_keys.json"
     old = json.loads(keys_file.read_text(encoding="utf-8")) if keys_file.is_file() else {}
     new = {}
-    for chapter in sorted((root / "book").glob("ch*.md")):
+    for chapter in page_files(root):  # every page of every chapter (`chapters`, from _toc.yml)
         new[str(chapter.resolve())] = chapter_key(
             chapter.read_text(encoding="utf-8"), lib, root / "requirements.txt"
         )

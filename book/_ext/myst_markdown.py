@@ -80,6 +80,11 @@ class Resolved:
     format_glue: Callable[[str, str], str] | None = None  # (text/plain, format spec) -> text
     problems: list[str] = field(default_factory=list)  # what could not be resolved
     reading_time: str = ""  # the page's `{reading-time}` (claims.reading_minutes), "about 25 min"
+    chapter_reading_time: str = ""  # ``{reading-time}`chapter``: the chapter's pages together
+    chapter_runtime: float | None = None  # ``{chapter-runtime}``: seconds, every page's together
+    # another page's glue, for ``{glue:text}`page.md::key``` (path relative to `source_dir`):
+    # resolved source path -> (glue, glue_markdown, glue_images) as above
+    other_glue: dict[Path, tuple[dict, dict, dict]] = field(default_factory=dict)
     # the page's folder: a ``literalinclude`` path is relative to it
     source_dir: Path | None = None
 
@@ -297,21 +302,35 @@ def _literal_include(argument: str, options: dict[str, str], res: Resolved) -> l
     return [*head, "```python", *code, "```"]
 
 
+def _glue_of(reference: str, res: Resolved) -> tuple[dict, dict, dict]:
+    """(glue, glue_markdown, glue_images) of the page a glue reference reads: this page's, or for
+    ``page.md::key`` that page's (a path relative to this page's folder, as the chapters write it)."""
+    if "::" not in reference:
+        return res.glue, res.glue_markdown, res.glue_images
+    page = reference.split("::", 1)[0].strip()
+    found = res.other_glue.get(((res.source_dir or Path()) / page).resolve())
+    if found is None:
+        res.problems.append(f"glue from {page!r}: no such page of this chapter")
+        return {}, {}, {}
+    return found
+
+
 def _glue_block(name, argument, options, content, res, attachments) -> list[str]:
     key = argument.split("::")[-1].strip()
+    glue, glue_markdown, glue_images = _glue_of(argument, res)
     lines: list[str] = []
-    if key in res.glue_images:
-        mime, data = res.glue_images[key]
+    if key in glue_images:
+        mime, data = glue_images[key]
         filename = f"{key}.{mime.split('/')[-1].split('+')[0]}"
         if mime == "image/svg+xml" and data.lstrip().startswith("<"):  # text in outputs;
             data = base64.b64encode(data.encode("utf-8")).decode("ascii")  # base64 in attachments
         attachments[filename] = {mime: data}
         alt = _inline(options.get("alt", key), res).replace("[", "(").replace("]", ")")
         lines.append(f"![{alt}](attachment:{filename})")
-    elif key in res.glue_markdown:
-        lines.append(res.glue_markdown[key])
-    elif key in res.glue:
-        lines.append(res.glue[key])
+    elif key in glue_markdown:
+        lines.append(glue_markdown[key])
+    elif key in glue:
+        lines.append(glue[key])
     else:
         res.problems.append(f"glue key {key!r} has no value")
     caption = _inline(" ".join(x.strip() for x in content if x.strip()), res)
@@ -390,9 +409,20 @@ def _role(name: str, content: str, res: Resolved) -> str:
     if name == "const":  # a declared constant (claims.py): its text as written
         return content
     if name == "reading-time":
-        if not res.reading_time:
-            res.problems.append("the reading time was not computed")
-        return res.reading_time
+        found = res.chapter_reading_time if content.strip() == "chapter" else res.reading_time
+        if not found:
+            res.problems.append(f"the reading time ({content}) was not computed")
+        return found
+    if name == "chapter-runtime":
+        if res.chapter_runtime is None:
+            res.problems.append("the chapter's running time was not computed")
+            return "?"
+        value = str(res.chapter_runtime)
+        return (
+            res.format_glue(value, content.strip())
+            if res.format_glue and content.strip()
+            else value
+        )
     if name == "math":
         return f"${content}$"
     if name in {"sub", "subscript"}:
@@ -410,13 +440,14 @@ def _glue_text(name: str, content: str, res: Resolved) -> str:
     key, spec = content, ""
     if name == "glue:text" and ":" in content.split("::")[-1]:
         key, spec = content.rsplit(":", 1)
+    glue, glue_markdown, _ = _glue_of(key, res)
     key = key.split("::")[-1].strip()
-    if name == "glue:md" and key in res.glue_markdown:
-        return res.glue_markdown[key].strip()
-    if key not in res.glue:
+    if name == "glue:md" and key in glue_markdown:
+        return glue_markdown[key].strip()
+    if key not in glue:
         res.problems.append(f"glue key {key!r} has no value")
         return f"[{key}]"
-    value = res.glue[key]
+    value = glue[key]
     if spec and res.format_glue is not None:
         value = res.format_glue(value, spec)
     # Markdown cells render raw HTML: a glued "</s>" would vanish as a tag, so escape it as the

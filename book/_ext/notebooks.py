@@ -31,7 +31,8 @@ from pathlib import Path
 import jupytext
 import latexcodec  # noqa: F401 - registers the "ulatex" codec that _plain_latex decodes with
 import nbformat
-from claims import format_glue, reading_minutes
+from chapters import chapter_of, chapter_pages
+from claims import chapter_runtime, format_glue, reading_minutes
 from docutils import nodes
 from docutils.nodes import make_id
 from myst_markdown import Resolved, to_markdown
@@ -76,8 +77,24 @@ def _use_local_mathjax(app: Sphinx, config) -> None:
     config.mathjax_path = "mathjax/es5/tex-mml-chtml.js"
 
 
-def _chapters(app: Sphinx) -> list[Path]:
-    return sorted((Path(app.srcdir) / "book").glob("ch*.md"))
+def _chapters(app: Sphinx) -> dict[str, tuple[str, ...]]:
+    """``{landing docname: (its pages' docnames)}``, from ``_toc.yml`` (`chapters`)."""
+    return chapter_pages(Path(app.srcdir))
+
+
+def _chapter_notebook(pages: list[str]):
+    """The pages of one chapter as one jupytext notebook, in reading order: each page's cells as
+    its source has them (every page runs alone, so every page's setup cell is kept and repeats
+    cheaply in one kernel: `seqmodels.model_cache.trained` remembers what this process trained)."""
+    notebook = None
+    for source in pages:
+        page = jupytext.read(source)
+        page.metadata.pop("jupytext", None)
+        if notebook is None:
+            notebook = page
+        else:
+            notebook.cells += page.cells
+    return notebook
 
 
 def _write_if_changed(path: Path, text: str) -> bool:
@@ -90,12 +107,12 @@ def _write_if_changed(path: Path, text: str) -> bool:
 
 def _placeholder_notebooks(app: Sphinx) -> None:
     """A jupytext copy of each chapter, so that ``{download}`` finds the file when the page is read."""
-    out = Path(app.srcdir) / "book" / "_generated"
-    for source in _chapters(app):
-        target = out / f"{source.stem}.ipynb"
+    root = Path(app.srcdir)
+    out = root / "book" / "_generated"
+    for landing, pages in _chapters(app).items():
+        target = out / f"{Path(landing).name}.ipynb"
         if not target.exists():
-            notebook = jupytext.read(source)
-            notebook.metadata.pop("jupytext", None)
+            notebook = _chapter_notebook([root / f"{page}.md" for page in pages])
             _write_if_changed(target, nbformat.writes(notebook) + "\n")
 
 
@@ -140,6 +157,31 @@ def _bibliography(app: Sphinx) -> tuple[dict[str, tuple[str, str, str]], dict[st
     return authors, entries
 
 
+def _glue_folder(app: Sphinx) -> Path:
+    """Where myst-nb leaves each executed page's glue (``<docname>.glue.json``)."""
+    return Path(app.outdir).parent / "jupyter_execute"
+
+
+def _page_glue(app: Sphinx, docname: str) -> tuple[dict, dict, dict]:
+    """(text/plain, text/markdown, image) of every value a page glued, by key."""
+    glue: dict[str, str] = {}
+    markdown: dict[str, str] = {}
+    images: dict[str, tuple[str, str]] = {}
+    glue_file = _glue_folder(app) / f"{docname}.glue.json"
+    if glue_file.is_file():
+        for key, output in json.loads(glue_file.read_text(encoding="utf-8")).items():
+            data = output.get("data", {})
+            if "text/plain" in data:
+                glue[key] = data["text/plain"]
+            if "text/markdown" in data:
+                markdown[key] = data["text/markdown"]
+            for mime in ("image/png", "image/svg+xml", "image/jpeg"):
+                if mime in data:
+                    images[key] = (mime, data[mime])
+                    break
+    return glue, markdown, images
+
+
 def _resolved(app: Sphinx, env: BuildEnvironment, docname: str, source: str) -> Resolved:
     res = Resolved(
         eqref_format=app.config.math_eqref_format or "({number})",
@@ -147,18 +189,16 @@ def _resolved(app: Sphinx, env: BuildEnvironment, docname: str, source: str) -> 
         format_glue=format_glue,
         substitutions={k: str(v) for k, v in (app.config.myst_substitutions or {}).items()},
     )
-    glue_file = Path(app.outdir).parent / "jupyter_execute" / f"{docname}.glue.json"
-    if glue_file.is_file():
-        for key, output in json.loads(glue_file.read_text(encoding="utf-8")).items():
-            data = output.get("data", {})
-            if "text/plain" in data:
-                res.glue[key] = data["text/plain"]
-            if "text/markdown" in data:
-                res.glue_markdown[key] = data["text/markdown"]
-            for mime in ("image/png", "image/svg+xml", "image/jpeg"):
-                if mime in data:
-                    res.glue_images[key] = (mime, data[mime])
-                    break
+    res.glue, res.glue_markdown, res.glue_images = _page_glue(app, docname)
+    root = Path(app.srcdir)
+    landing = chapter_of(root, docname)
+    pages = chapter_pages(root).get(landing, ())
+    for page in pages:
+        res.other_glue[(root / f"{page}.md").resolve()] = _page_glue(app, page)
+    sources = [(root / f"{page}.md").read_text(encoding="utf-8") for page in pages]
+    res.chapter_reading_time = f"about {reading_minutes(*sources)} min" if sources else ""
+    if landing:
+        res.chapter_runtime = chapter_runtime(_glue_folder(app), landing, pages)
     fignumbers = env.toc_fignumbers
     for label, (eq_doc, number) in env.get_domain("math").equations.items():
         if app.config.math_numfig and app.config.numfig:
@@ -213,7 +253,9 @@ def _first_cell(app: Sphinx, stem: str, title: str) -> str:
     run = student_commands(app, f"jupyter lab {stem}.ipynb")
     return f"""\
 **{app.config.html_title or app.config.project} — {title}.** This notebook is the chapter's
-page as a Jupyter notebook. It runs on a CPU — no GPU is needed (CUDA is used when present); the
+pages as one Jupyter notebook, in reading order; each page's hidden setup cell repeats what the
+page needs from the pages before it (a model already trained in this kernel is reused, not
+retrained). It runs on a CPU — no GPU is needed (CUDA is used when present); the
 chapter's opening box says how long it took when the site was built. The numbers in the text are
 those that build computed; running the cells computes them again.
 
@@ -246,40 +288,42 @@ def mark_book_check(cell) -> None:
 
 
 def _render_notebooks(app: Sphinx, env: BuildEnvironment) -> None:
-    out = Path(app.srcdir) / "book" / "_generated"
-    for source in _chapters(app):
-        docname = f"book/{source.stem}"
-        if docname not in env.all_docs:
+    root = Path(app.srcdir)
+    out = root / "book" / "_generated"
+    for landing, pages in _chapters(app).items():
+        if not all(page in env.all_docs for page in pages):
             continue
-        text = source.read_text(encoding="utf-8")
-        res = _resolved(app, env, docname, text)
-        notebook = jupytext.reads(text, fmt="md:myst")
+        stem = Path(landing).name
+        cells, problems = [], []
+        for page in pages:
+            text = (root / f"{page}.md").read_text(encoding="utf-8")
+            res = _resolved(app, env, page, text)
+            notebook = jupytext.reads(text, fmt="md:myst")
+            for cell in notebook.cells:
+                if cell.cell_type != "markdown":
+                    continue
+                cell.source, attachments = to_markdown(cell.source, res)
+                if attachments:
+                    cell["attachments"] = attachments
+            cells += [c for c in notebook.cells if c.cell_type != "markdown" or c.source.strip()]
+            problems += [(page, problem) for problem in dict.fromkeys(res.problems)]
+        notebook = nbformat.v4.new_notebook(metadata=notebook.metadata)
         notebook.metadata.pop("jupytext", None)
-        for cell in notebook.cells:
-            if cell.cell_type != "markdown":
-                continue
-            cell.source, attachments = to_markdown(cell.source, res)
-            if attachments:
-                cell["attachments"] = attachments
-        notebook.cells = [
-            c for c in notebook.cells if c.cell_type != "markdown" or c.source.strip()
-        ]
+        notebook.cells = cells
         for cell in notebook.cells:
             mark_book_check(cell)
-        title = env.titles[docname].astext() if docname in env.titles else source.stem
-        first = nbformat.v4.new_markdown_cell(_first_cell(app, source.stem, title))
-        notebook.cells.insert(0, first)
-        for problem in dict.fromkeys(res.problems):
+        title = env.titles[landing].astext() if landing in env.titles else stem
+        notebook.cells.insert(0, nbformat.v4.new_markdown_cell(_first_cell(app, stem, title)))
+        for page, problem in problems:
             logger.warning(
-                f"[notebooks] {source.name}: {problem} in the downloadable notebook",
-                location=docname,
+                f"[notebooks] {page}.md: {problem} in the downloadable notebook", location=page
             )
         for number, cell in enumerate(notebook.cells):
             cell.id = f"cell-{number}"  # stable ids: an unchanged chapter gives an unchanged file
         nbformat.validate(notebook)
         content = nbformat.writes(notebook) + "\n"
-        if _write_if_changed(out / f"{source.stem}.ipynb", content):
-            logger.info(f"[notebooks] wrote book/_generated/{source.stem}.ipynb")
+        if _write_if_changed(out / f"{stem}.ipynb", content):
+            logger.info(f"[notebooks] wrote book/_generated/{stem}.ipynb")
     return None
 
 
@@ -298,8 +342,10 @@ def _download_the_notebook(app: Sphinx, pagename, templatename, context, doctree
     """The header's download menu of a chapter offers its runnable notebook (the file the page's
     opening box links, generated by this extension) in place of the raw MyST source, whose glue
     roles and directives a student cannot run; print-to-PDF stays."""
-    stem = pagename.rpartition("/")[2]
-    found = app.env.dlfiles.get(f"book/_generated/{stem}.ipynb")
+    landing = chapter_of(Path(app.srcdir), pagename)
+    if landing is None:
+        return
+    found = app.env.dlfiles.get(f"book/_generated/{Path(landing).name}.ipynb")
     if not found:
         return
     url = f"{context['pathto']('_downloads', 1)}/{found[1]}"

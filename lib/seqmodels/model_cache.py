@@ -16,12 +16,15 @@ The key is the content, never a name:
 - the global generators' states at the call.
 
 The cache folder is the environment variable ``SEQMODELS_MODEL_CACHE`` (the book's build sets it
-to ``_build/.model_cache``). Without it, nothing is written and every call trains: a reader's
-notebook never reads or leaves files it did not ask for.
+to ``_build/.model_cache``). Without it, nothing is written: a reader's notebook never reads or
+leaves files it did not ask for. Within one process a run is also remembered in memory (the last
+`REMEMBERED` runs), so a downloaded chapter, whose pages each repeat the training calls the
+earlier pages made, trains each model once.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import pickle
 import random
@@ -121,29 +124,49 @@ def run_key(model: nn.Module, train: Callable, args: tuple, kwargs: dict) -> str
     return digest.hexdigest()[:24]
 
 
+REMEMBERED = 16  # runs kept in memory per process (the book's models are at most a few MB each)
+_memory: dict[str, dict[str, Any]] = {}
+
+
+def _restore(model: nn.Module, record: dict[str, Any], generators: list[torch.Generator]) -> Any:
+    model.load_state_dict(record["state"])
+    for generator, state in zip(generators, record["generators"], strict=True):
+        generator.set_state(state)
+    _set_rng_states(record["rng"])
+    model.train(record["training"])
+    return copy.deepcopy(record["result"])
+
+
+def _remember(key: str, record: dict[str, Any]) -> None:
+    _memory.pop(key, None)
+    _memory[key] = {**record, "result": copy.deepcopy(record["result"])}
+    while len(_memory) > REMEMBERED:
+        _memory.pop(next(iter(_memory)))
+
+
 def trained(model: nn.Module, train: Callable, *args, **kwargs) -> Any:
     """``train(model, *args, **kwargs)``, or what an identical earlier run left (see the module)."""
     folder = cache_dir()
-    if folder is None:
-        return train(model, *args, **kwargs)
-    path = folder / f"{type(model).__name__}-{run_key(model, train, args, kwargs)}.pt"
+    key = run_key(model, train, args, kwargs)
     generators = _generators(args, kwargs)
-    if path.is_file():
+    if key in _memory:
+        return _restore(model, _memory[key], generators)
+    path = folder / f"{type(model).__name__}-{key}.pt" if folder is not None else None
+    if path is not None and path.is_file():
         record = torch.load(path, weights_only=False)
-        model.load_state_dict(record["state"])
-        for generator, state in zip(generators, record["generators"], strict=True):
-            generator.set_state(state)
-        _set_rng_states(record["rng"])
-        model.train(record["training"])
-        return record["result"]
+        _remember(key, record)
+        return _restore(model, record, generators)
     result = train(model, *args, **kwargs)
     record = {
-        "state": model.state_dict(),
+        "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
         "result": result,
         "generators": [g.get_state() for g in generators],
         "rng": _rng_states(),
         "training": model.training,
     }
+    _remember(key, record)
+    if path is None:
+        return result
     folder.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.part")
     torch.save(record, partial)
