@@ -19,17 +19,29 @@ kernelspec: {display_name: Python 3, language: python, name: python3}
 
 
 def build_tiny_book(root: Path, pages: dict[str, str]) -> subprocess.CompletedProcess:
-    """Build a book in `root` whose pages are `pages` ({name: Markdown}, in order) after an intro."""
+    """Build a book in `root` whose pages are `pages` ({name: Markdown}, in order) after an intro.
+    A name with a slash (``ch99_tiny/second``) is a subpage of the chapter before it."""
     (root / "book").mkdir(exist_ok=True)
     shutil.copy(ROOT / "_config.yml", root)
     shutil.copytree(ROOT / "book" / "_ext", root / "book" / "_ext", dirs_exist_ok=True)
     for name in ("references.bib", "favicon.svg"):
         shutil.copy(ROOT / "book" / name, root / "book")
     (root / "book" / "intro.md").write_text("# Intro\n\nA test book.\n")
+    chapters, in_sections = "", False
     for name, text in pages.items():
+        (root / "book" / f"{name}.md").parent.mkdir(parents=True, exist_ok=True)
         (root / "book" / f"{name}.md").write_text(text)
-    chapters = "".join(f"  - file: book/{name}\n" for name in pages)
-    (root / "_toc.yml").write_text(f"format: jb-book\nroot: book/intro\nchapters:\n{chapters}")
+        if "/" not in name:
+            chapters += f"      - file: book/{name}\n"
+        elif not in_sections:
+            chapters += "        sections:\n"
+        if "/" in name:
+            chapters += f"          - file: book/{name}\n"
+        in_sections = "/" in name
+    (root / "_toc.yml").write_text(
+        f"format: jb-book\nroot: book/intro\nparts:\n  - caption: Tiny\n    numbered: true\n"
+        f"    chapters:\n{chapters}"
+    )
     return subprocess.run(
         [JUPYTER_BOOK, "build", str(root), "--builder", "html", "-W", "-n", "--keep-going"],
         capture_output=True,

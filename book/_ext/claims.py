@@ -24,7 +24,8 @@ counted from the prose (`prose_lines`: text, tables, captions; not code or math)
 `WORDS_PER_MINUTE`, so they follow every edit. ``{chapter-runtime}`.0f``` is the seconds every page
 of the chapter took to execute in this build (`chapter_runtime`: each page's ``chN_runtime`` glue).
 
-Nothing above imports Sphinx, so the rules are unit-testable; `setup` wires them into the build.
+Nothing above imports Sphinx (only docutils' node classes), so the rules are unit-testable;
+`setup` wires them into the build.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from docutils import nodes
 
 FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,}|:{3,})(?P<info>.*)$")
 OPTION = re.compile(r"^\s*:(?P<name>[\w-]+):(?P<value>.*)$")
@@ -290,14 +293,11 @@ def check_chapter(path: Path, execute: bool = False) -> tuple[list[str], list[st
 
 
 def _const_role(name, rawtext, text, lineno, inliner, options=None, content=None):
-    from docutils import nodes
-
     return [nodes.Text(text)], []
 
 
 def _reading_time_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     from chapters import chapter_of, chapter_pages
-    from docutils import nodes
 
     env = inliner.document.settings.env
     root = Path(env.srcdir)
@@ -309,16 +309,12 @@ def _reading_time_role(name, rawtext, text, lineno, inliner, options=None, conte
     return [nodes.Text(f"about {reading_minutes(*sources)} min")], []
 
 
-def _chapter_runtime_node_class():
-    from docutils import nodes
-
-    class chapter_runtime_pending(nodes.Inline, nodes.TextElement):  # noqa: N801 - docutils style
-        """``{chapter-runtime}``: filled in once every page of the chapter has executed."""
-
-    return chapter_runtime_pending
+class chapter_runtime_pending(nodes.Inline, nodes.TextElement):  # noqa: N801 - docutils' style
+    """``{chapter-runtime}``: filled in once every page of the chapter has executed (a module-level
+    class: Sphinx pickles the doctree that holds it)."""
 
 
-CHAPTER_RUNTIME_NODE = _chapter_runtime_node_class()
+CHAPTER_RUNTIME_NODE = chapter_runtime_pending
 
 
 def _chapter_runtime_role(name, rawtext, text, lineno, inliner, options=None, content=None):
@@ -330,7 +326,6 @@ def _chapter_runtime_role(name, rawtext, text, lineno, inliner, options=None, co
 def _fill_chapter_runtime(app, doctree, docname) -> None:
     """Replace ``{chapter-runtime}`` with the chapter's execution time (read after every page ran)."""
     from chapters import chapter_of, chapter_pages
-    from docutils import nodes
     from sphinx.util import logging
 
     root = Path(app.srcdir)
@@ -368,8 +363,6 @@ def _landing_follows_its_pages(app, env, added, changed, removed) -> list[str]:
 def _people_in_pasted_glue(app, doctree, docname) -> None:
     """Glue pasted from another page (``{glue:text}`page.md::key```, resolved after reading) is
     written for people too, as `format_glue` writes this page's."""
-    from docutils import nodes
-
     from seqmodels.tables import for_people
 
     for node in list(doctree.findall(nodes.inline)):
@@ -436,7 +429,6 @@ def format_glue(text_plain: str, spec: str) -> str:
 
 def _glue_text_role():
     """myst-nb's ``{glue:text}`` role, its text written for people (as `format_glue` writes it)."""
-    from docutils import nodes
     from myst_nb.ext.glue.roles import PasteTextRole
 
     from seqmodels.tables import for_people
@@ -456,7 +448,6 @@ def _glue_text_role():
 
 def _alt_text(app, doctree, docname) -> None:
     """Glued values in alt text: ``:alt:`` is a plain string, so its roles are resolved here."""
-    from docutils import nodes
     from myst_markdown import Resolved, _inline
     from sphinx.util import logging
 

@@ -287,6 +287,22 @@ def mark_book_check(cell) -> None:
     cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
 
 
+def demote_headings(markdown: str) -> str:
+    """Every ATX heading one level down (``#`` -> ``##``), code blocks left alone: a subpage's
+    title is a section of the chapter's notebook, as its number (1.2) says."""
+    lines, fence = [], None
+    for line in markdown.split("\n"):
+        opened = re.match(r"^\s*(`{3,}|~{3,})", line)
+        if fence is None and opened:
+            fence = opened[1]
+        elif fence is not None and line.strip().startswith(fence):
+            fence = None
+        elif fence is None and re.match(r"^#{1,5} ", line):
+            line = "#" + line
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def _render_notebooks(app: Sphinx, env: BuildEnvironment) -> None:
     root = Path(app.srcdir)
     out = root / "book" / "_generated"
@@ -305,6 +321,8 @@ def _render_notebooks(app: Sphinx, env: BuildEnvironment) -> None:
                 cell.source, attachments = to_markdown(cell.source, res)
                 if attachments:
                     cell["attachments"] = attachments
+                if page != landing:  # a subpage is a section of the chapter's notebook
+                    cell.source = demote_headings(cell.source)
             cells += [c for c in notebook.cells if c.cell_type != "markdown" or c.source.strip()]
             problems += [(page, problem) for problem in dict.fromkeys(res.problems)]
         notebook = nbformat.v4.new_notebook(metadata=notebook.metadata)
