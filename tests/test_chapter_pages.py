@@ -14,13 +14,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
+
 from tiny_book import HEADER, build_tiny_book
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from chapters import all_pages, chapter_of, chapter_pages  # noqa: E402
-from notebooks import demote_headings  # noqa: E402
 from claims import MAX_PAGE_WORDS, chapter_runtime, prose_words, reading_minutes  # noqa: E402
+from notebooks import demote_headings  # noqa: E402
 
 CHAPTERS = chapter_pages(ROOT)
 

@@ -15,6 +15,7 @@ from tiny_book import HEADER, build_tiny_book
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 
+from chapters import chapter_pages, page_files  # noqa: E402
 from claims import (  # noqa: E402
     WORDS_PER_MINUTE,
     claim_cells,
@@ -26,7 +27,12 @@ from claims import (  # noqa: E402
 
 from seqmodels.glue import BUILD_FLAG, ClaimFailed, claim, in_book_build  # noqa: E402
 
-CHAPTERS = sorted((ROOT / "book").glob("ch*.md"))
+PAGES = page_files(ROOT)  # every page of every chapter (landing pages and subpages)
+CHAPTERS = chapter_pages(ROOT)
+
+
+def page_id(path: Path) -> str:
+    return path.relative_to(ROOT / "book").with_suffix("").as_posix()
 
 
 def tokens(markdown: str) -> list[str]:
@@ -173,23 +179,25 @@ def test_no_claim_asserts_an_absolute_time():
     bound (the README's rule): a single measured duration compared with a constant stops a busy
     machine's build, and said nothing a reader could rely on."""
     single = re.compile(r"claim\([^)]*?\b(?:redraw_seconds|\w+\.seconds)\s*<\s*[\d.]+", re.S)
-    for chapter in CHAPTERS:
-        source = chapter.read_text(encoding="utf-8")
-        assert not single.search(source), f"{chapter.name}: {single.search(source).group(0)}"
+    for page in PAGES:
+        source = page.read_text(encoding="utf-8")
+        assert not single.search(source), f"{page_id(page)}: {single.search(source).group(0)}"
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
-def test_every_number_in_a_chapters_prose_is_glued_or_declared(chapter):
-    strays = stray_numbers(chapter.read_text(encoding="utf-8"))
-    assert not strays, "\n".join(f"{chapter.name}:{s.line}: {s.token!r}  {s.text}" for s in strays)
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_number_in_a_chapters_prose_is_glued_or_declared(page):
+    strays = stray_numbers(page.read_text(encoding="utf-8"))
+    assert not strays, "\n".join(f"{page_id(page)}:{s.line}: {s.token!r}  {s.text}" for s in strays)
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("chapter", list(CHAPTERS), ids=lambda c: Path(c).name)
 def test_every_chapter_asserts_its_claims(chapter):
-    source = chapter.read_text(encoding="utf-8")
-    assert claim_cells(source) >= 3, f"{chapter.name}: expected claim cells beside its comparisons"
-    for cell in re.findall(r":tags: \[[^\]]*\bclaim\b[^\]]*\]\n(.*?)\n```", source, re.S):
-        assert "claim(" in cell, f"{chapter.name}: a cell tagged 'claim' asserts nothing:\n{cell}"
+    sources = [(ROOT / f"{page}.md").read_text(encoding="utf-8") for page in CHAPTERS[chapter]]
+    cells = sum(claim_cells(source) for source in sources)
+    assert cells >= 3, f"{chapter}: expected claim cells beside its comparisons"
+    for source in sources:
+        for cell in re.findall(r":tags: \[[^\]]*\bclaim\b[^\]]*\]\n(.*?)\n```", source, re.S):
+            assert "claim(" in cell, f"{chapter}: a cell tagged 'claim' asserts nothing:\n{cell}"
 
 
 TINY = """\
@@ -252,11 +260,11 @@ def test_the_built_book_recorded_every_chapters_claims():
     if not report.is_file():
         pytest.fail(f"{report} is missing: run `make book` first")
     text = report.read_text(encoding="utf-8")
-    for chapter in CHAPTERS:
-        cells = claim_cells(chapter.read_text(encoding="utf-8"))
-        match = re.search(rf"^## {chapter.stem} \((\d+)\)$", text, re.M)
-        assert match, f"{chapter.stem} is missing from {report}"
-        assert int(match[1]) >= cells, f"{chapter.stem}: {cells} claim cells, {match[1]} claims"
+    for page in PAGES:
+        cells = claim_cells(page.read_text(encoding="utf-8"))
+        match = re.search(rf"^## {re.escape(page_id(page))} \((\d+)\)$", text, re.M)
+        assert match, f"{page_id(page)} is missing from {report}"
+        assert int(match[1]) >= cells, f"{page_id(page)}: {cells} claim cells, {match[1]} claims"
 
 
 class _ReadersText(HTMLParser):
@@ -288,18 +296,18 @@ PYTHON_NUMBERS = re.compile(r"(?<![\w.])(?:\d+(?:\.\d+)?e[+-]?\d+|inf|nan)(?![\w
 
 
 @pytest.mark.built
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("chapter", PAGES, ids=page_id)
 def test_the_built_page_writes_numbers_for_people(chapter):
     """Issue 30: a reader sees "1.1 × 10⁻¹³" and "∞", never Python's "1.1e-13" or a raw "inf", in
     prose, tables, captions or alt text (code and its printed output are code)."""
-    page = ROOT / "_build" / "html" / "book" / f"{chapter.stem}.html"
+    page = ROOT / "_build" / "html" / "book" / f"{page_id(chapter)}.html"
     if not page.is_file():
         pytest.fail(f"{page} is missing: run `make book` first")
     reader = _ReadersText()
     reader.feed(page.read_text(encoding="utf-8"))
     text = " ".join(" ".join(reader.parts).split())
     found = [text[max(0, m.start() - 40) : m.end() + 20] for m in PYTHON_NUMBERS.finditer(text)]
-    assert not found, f"{chapter.stem}: " + " | ".join(found)
+    assert not found, f"{page_id(chapter)}: " + " | ".join(found)
 
 
 def test_the_intro_states_the_reading_rate_the_build_uses():

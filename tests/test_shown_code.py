@@ -24,6 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
+from chapters import chapter_pages, page_files  # noqa: E402
 from myst_markdown import Resolved, to_markdown  # noqa: E402
 from shown_code import (  # noqa: E402
     HIDDEN_TAGS,
@@ -34,11 +35,12 @@ from shown_code import (  # noqa: E402
 )
 
 LIB = ROOT / "lib"
-CHAPTERS = sorted((ROOT / "book").glob("ch*.md"))
+CHAPTERS = {Path(c).name: pages for c, pages in chapter_pages(ROOT).items()}  # stem -> pages
+PAGES = page_files(ROOT)
 MAX_LINES = 30
 MAX_WIDTH = 96  # characters of a shown line: the desktop column at the page's 12.5-px code
 
-#: (page, library objects in the order the page shows them)
+#: (chapter, library objects in the order its pages show them)
 SHOWN: dict[str, list[str]] = {
     "ch01_language_models": [
         "seqmodels.metrics.cross_entropy",
@@ -117,19 +119,23 @@ def _module_path(name: str) -> tuple[Path, str]:
 
 
 def test_the_list_names_every_chapter():
-    assert set(SHOWN) == {c.stem for c in CHAPTERS}
+    assert set(SHOWN) == set(CHAPTERS)
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
-def test_each_page_shows_the_models_on_its_list(chapter):
-    source = chapter.read_text(encoding="utf-8")
-    assert shown_objects(source) == SHOWN[chapter.stem]
-    for include in literal_includes(source):
-        assert include.pyobject, f"{include.path}: show one object (`:pyobject:`), not a whole file"
-        assert (chapter.parent / include.path).resolve().is_relative_to(LIB / "seqmodels")
-        assert "dedent" in include.options or "." not in include.pyobject, (
-            f"{include.pyobject}: a method is shown `:dedent:`"
-        )
+@pytest.mark.parametrize("chapter", list(CHAPTERS))
+def test_each_chapter_shows_the_models_on_its_list(chapter):
+    shown = []
+    for page in CHAPTERS[chapter]:
+        path = ROOT / f"{page}.md"
+        source = path.read_text(encoding="utf-8")
+        shown += shown_objects(source)
+        for include in literal_includes(source):
+            assert include.pyobject, f"{include.path}: show one object (`:pyobject:`), not a file"
+            assert (path.parent / include.path).resolve().is_relative_to(LIB / "seqmodels")
+            assert "dedent" in include.options or "." not in include.pyobject, (
+                f"{include.pyobject}: a method is shown `:dedent:`"
+            )
+    assert shown == SHOWN[chapter]
 
 
 def test_no_object_is_shown_twice():
@@ -153,7 +159,7 @@ def test_a_shown_object_fits_a_screen_and_says_what_it_implements(name):
     assert not wide, f"{name}: lines wider than the page's {MAX_WIDTH} columns: {wide}"
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("chapter", PAGES, ids=lambda p: p.relative_to(ROOT / "book").stem)
 def test_every_visible_cell_is_model_code_an_oracle_check_or_a_run(chapter):
     notebook = jupytext.read(chapter)
     failing = []
@@ -216,13 +222,15 @@ def test_the_downloaded_notebook_shows_the_same_code():
 
 
 @pytest.mark.built
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
-def test_the_built_page_holds_each_shown_objects_code(chapter):
-    page = ROOT / "_build" / "html" / "book" / f"{chapter.stem}.html"
-    if not page.is_file():
-        pytest.fail(f"run `make book` first: {page.relative_to(ROOT)} is missing")
-    text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
-    for name in SHOWN[chapter.stem]:
+@pytest.mark.parametrize("chapter", list(CHAPTERS))
+def test_the_built_pages_hold_each_shown_objects_code(chapter):
+    text = ""
+    for page in CHAPTERS[chapter]:
+        built = ROOT / "_build" / "html" / f"{page}.html"
+        if not built.is_file():
+            pytest.fail(f"run `make book` first: {built.relative_to(ROOT)} is missing")
+        text += html.unescape(re.sub(r"<[^>]+>", "", built.read_text(encoding="utf-8")))
+    for name in SHOWN[chapter]:
         path, qualname = _module_path(name)
         for line in object_lines(path, qualname):
-            assert line.strip() in text, f"{name}: {line.strip()!r} is not on {page.name}"
+            assert line.strip() in text, f"{name}: {line.strip()!r} is not on {chapter}'s pages"
