@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/execution_stall_soak.py [--runs 30] [--client sliced|plain]
         [--timeout 300] [--load 2] [--fresh-kernel]
 
-The explorer cells are taken from ``book/ch09_decoding.md`` as they stand (the code cells that call
+The explorer cells are taken from Chapter 9's page that shows them, as they stand (the code cells that call
 ``sampling_explorer``: the explorer shown on the page, then the three others its prose quotes),
 after a setup of the chapter's first code cell (its imports), ``glue`` and the stored KJV run the
 second cell reads. Each *run* executes the explorer cells once; by default all runs share one kernel
@@ -38,7 +38,15 @@ sys.path.insert(0, str(ROOT / "tests"))
 from seqmodels.execution_client import SlicedNotebookClient  # noqa: E402
 from stall_helpers import _stamp, busy_load, seconds_after_work, timed_hooks  # noqa: E402
 
-CHAPTER = ROOT / "book" / "ch09_decoding.md"
+# the page of Chapter 9 that shows the explorer (the chapter's landing page or one of its subpages)
+CHAPTER = next(
+    p
+    for p in [
+        ROOT / "book" / "ch09_decoding.md",
+        *sorted((ROOT / "book" / "ch09_decoding").glob("*.md")),
+    ]
+    if "sampling_explorer(" in p.read_text(encoding="utf-8")
+)
 SETUP = 'from seqmodels.glue import claim, glue\nkjv_run = load_result("ch09_kjv_decoding")\n'
 
 

@@ -23,3 +23,17 @@ def toc_pages() -> list[str]:
         walk(part.get("chapters"))
     walk(toc.get("chapters"))
     return [f"{page}.html" for page in pages]
+
+
+def chapter_html() -> dict[str, tuple[str, ...]]:
+    """``{chapter's landing page: (landing, subpage, …)}`` as site paths, from _toc.yml
+    (`book/_ext/chapters.py`)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    from chapters import chapter_pages
+
+    return {
+        f"{landing}.html": tuple(f"{page}.html" for page in pages)
+        for landing, pages in chapter_pages(ROOT).items()
+    }

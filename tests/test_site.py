@@ -9,13 +9,14 @@ these tests are skipped locally and fail in CI (SEQMODELS_REQUIRE_BROWSER=1).
 import functools
 import http.server
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
 
 import pytest
 
-from book_pages import toc_pages
+from book_pages import chapter_html, toc_pages
 
 pytestmark = pytest.mark.browser
 
@@ -24,6 +25,8 @@ SITE = Path(os.environ.get("SEQMODELS_SITE") or ROOT / "_build" / "html").resolv
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 PAGES = toc_pages()  # every page of the book, in reading order
+CHAPTER_PAGES = chapter_html()  # {chapter's landing page: (its pages)}, site paths
+LANDINGS = list(CHAPTER_PAGES)
 PHONE = {"width": 400, "height": 850}
 
 
@@ -89,8 +92,13 @@ def open_page(browser, url, viewport=None):
     return page, errors, failed
 
 
-@pytest.mark.parametrize("path", PAGES)
+CHAPTER_PAGE = {p for pages in CHAPTER_PAGES.values() for p in pages}
+
+
+@pytest.mark.parametrize("path", [p for p in PAGES if p not in CHAPTER_PAGE])
 def test_page_loads_without_console_errors_or_missing_files(browser, server, path):
+    """The pages that are not a chapter's (a chapter's are loaded, and checked for the same, by
+    `test_chapter_fits_the_screen_and_shows_its_explorer`)."""
     page, errors, failed = open_page(browser, f"{server}/{path}")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / (Path(path).stem + ".png")))
@@ -100,35 +108,57 @@ def test_page_loads_without_console_errors_or_missing_files(browser, server, pat
 
 
 def test_chapter_math_is_typeset_and_numbered(browser, server):
-    page, _, _ = open_page(browser, f"{server}/book/ch01_language_models.html")
-    assert page.locator("mjx-container").count() > 20
-    assert page.locator("mjx-merror").count() == 0, "MathJax reported a TeX error"
-    assert page.locator("div.math span.eqno").count() >= 6  # numbered display equations
-    page.close()
+    typeset = numbered = 0
+    for path in CHAPTER_PAGES["book/ch01_language_models.html"]:
+        page, _, _ = open_page(browser, f"{server}/{path}")
+        typeset += page.locator("mjx-container").count()
+        assert page.locator("mjx-merror").count() == 0, f"{path}: MathJax reported a TeX error"
+        numbered += page.locator("div.math span.eqno").count()
+        page.close()
+    assert typeset > 20 and numbered >= 6  # numbered display equations
 
 
 def test_chapter_figures_load_and_outputs_are_executed(browser, server):
-    page, _, _ = open_page(browser, f"{server}/book/ch01_language_models.html")
-    images = page.locator("img")
-    assert images.count() >= 4
-    widths = page.evaluate(
-        "() => Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)"
-    )
-    assert all(w > 0 for w in widths), widths
-    assert page.locator("figcaption").count() >= 4
-    text = page.inner_text("main")
+    images = captions = outputs = 0
+    text = ""
+    for path in CHAPTER_PAGES["book/ch01_language_models.html"]:
+        page, _, _ = open_page(browser, f"{server}/{path}")
+        widths = page.evaluate(
+            "() => Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)"
+        )
+        assert all(w > 0 for w in widths), f"{path}: {widths}"
+        images += len(widths)
+        captions += page.locator("figcaption").count()
+        outputs += page.locator(".cell_output").count()
+        text += page.inner_text("main")
+        page.close()
+    assert images >= 4 and captions >= 4 and outputs > 10
     assert "Kneser" in text and "test perplexity" in text
-    assert page.locator(".cell_output").count() > 10
-    page.close()
 
 
-def test_chapter_offers_a_notebook_download(browser, server):
-    page, _, _ = open_page(browser, f"{server}/book/ch01_language_models.html")
+@pytest.mark.parametrize("path", LANDINGS)
+def test_chapter_offers_a_notebook_download(browser, server, path):
+    """The opening box links the chapter's notebook; every page of the chapter offers the same file
+    in the header's download menu (not the page's MyST source)."""
+    page, _, _ = open_page(browser, f"{server}/{path}")
     link = page.locator("a.download", has_text="Download this chapter as a notebook")
     href = link.get_attribute("href")
-    response = page.request.get(f"{server}/book/{href}")
+    target = (Path(path).parent / href).as_posix()
+    response = page.request.get(f"{server}/{target}")
     assert response.ok and response.json()["nbformat"] == 4
     page.close()
+    for sub in CHAPTER_PAGES[path][1:]:
+        page, _, _ = open_page(browser, f"{server}/{sub}")
+        hrefs = page.evaluate(
+            """() => Array.from(document.querySelectorAll(".dropdown-download-buttons a"))
+                       .map(a => a.getAttribute("href"))"""
+        )
+        page.close()
+        ipynb = [h for h in hrefs if h and h.endswith(".ipynb")]
+        assert ipynb, f"{sub}: the header offers no notebook ({hrefs})"
+        resolved = Path(sub).parent.joinpath(ipynb[0]).as_posix()
+        assert Path(resolved).name == Path(target).name, f"{sub}: {ipynb[0]} is not {target}"
+        assert not [h for h in hrefs if h and h.endswith(".md")], f"{sub} offers its MyST source"
 
 
 def visible_count(page, selector: str) -> int:
@@ -334,18 +364,21 @@ def assert_first_screen_shows_title_summary_and_box(page, path: str, height: int
 
 
 @pytest.mark.parametrize("viewport", [WIDE, PHONE], ids=["1400px", "400px"])
-@pytest.mark.parametrize("path", [p for p in PAGES if "/ch" in p])
+@pytest.mark.parametrize("path", [p for pages in CHAPTER_PAGES.values() for p in pages])
 def test_chapter_fits_the_screen_and_shows_its_explorer(browser, server, path, viewport):
-    """Each chapter at 1,400 and 400 px (full-page screenshots in _build/screenshots/): the page
-    never scrolls sideways, no figure is wider than the text column, the opening box gives goals,
-    prerequisites and reading and running times, and the explorer's static figure is there with
-    its alt text and the line saying the notebook makes it live; tables, equations and (on a
-    phone) the first screen as the assertions above say (one page load for all of them)."""
-    page, errors, _ = open_page(browser, f"{server}/{path}", viewport=viewport)
+    """Each page of each chapter at 1,400 and 400 px (full-page screenshots in
+    _build/screenshots/): the page never scrolls sideways, no figure is wider than the text
+    column; a landing page's opening box gives goals, prerequisites and reading and running times
+    (and on a phone is on the first screen); an explorer's static figure has its alt text and the
+    line saying the notebook makes it live (`test_every_chapter_has_an_explorer` finds one per
+    chapter); tables, equations as the assertions above say (one page load for all of them)."""
+    page, errors, failed = open_page(browser, f"{server}/{path}", viewport=viewport)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    name = f"{Path(path).stem}-{viewport['width']}px.png"
+    name = f"{Path(path).with_suffix('').as_posix().removeprefix('book/').replace('/', '-')}"
+    name += f"-{viewport['width']}px.png"
     page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
     assert errors == [], errors
+    assert failed == [], failed
     width = page.evaluate("() => document.documentElement.scrollWidth")
     assert width <= viewport["width"], f"the page scrolls sideways ({width} px)"
     figures = page.evaluate(
@@ -358,20 +391,36 @@ def test_chapter_fits_the_screen_and_shows_its_explorer(browser, server, path, v
     )
     for figure in figures:
         assert figure["right"] <= figure["column"] + 1, f"{figure['src']} sticks out"
-    opening = page.locator("article .admonition.tip").first.inner_text()
-    for part in ("You will be able to", "You need", "Reading about", "min", "executed in"):
-        assert part in opening, f"the opening box lacks {part!r}"
-    explorer = page.locator("article figure[id*='explorer']")
-    assert explorer.count() >= 1, "no explorer figure"
-    caption = explorer.first.inner_text()
-    assert "controls are live" in caption
-    alt = explorer.first.locator("img").get_attribute("alt")
-    assert alt and len(alt) > 40 and "{glue" not in alt
+    landing = path in CHAPTER_PAGES
+    if landing:
+        opening = page.locator("article .admonition.tip").first.inner_text()
+        for part in ("You will be able to", "You need", "Reading about", "min", "executed in"):
+            assert part in opening, f"the opening box lacks {part!r}"
+    explorers = page.locator("article figure[id*='explorer']")
+    for i in range(explorers.count()):
+        assert "controls are live" in explorers.nth(i).inner_text()
+        alt = explorers.nth(i).locator("img").get_attribute("alt")
+        assert alt and len(alt) > 40 and "{glue" not in alt
     assert_tables_fit_or_scroll_with_a_cue(page, path, viewport["width"])
     if viewport["width"] >= 1400:
         assert_equations_fit_the_column(page, path)
         assert_shown_code_fits_the_column(page, path)
         assert_key_ideas_take_two_lines(page, path)
-    else:
+    elif landing:
         assert_first_screen_shows_title_summary_and_box(page, path, viewport["height"])
     page.close()
+
+
+@pytest.mark.built
+@pytest.mark.parametrize("landing", LANDINGS)
+def test_every_chapter_has_an_explorer(landing):
+    """Each chapter shows at least one explorer (a figure labelled ``fig-…explorer…``) on one of
+    its pages."""
+    found = []
+    for path in CHAPTER_PAGES[landing]:
+        built = SITE / path
+        if not built.is_file():
+            pytest.fail(f"{built} is missing: run `make book` first")
+        if re.search(r'<figure[^>]*\bid="[^"]*explorer', built.read_text(encoding="utf-8")):
+            found.append(path)
+    assert found, f"no page of {landing} has an explorer figure"
