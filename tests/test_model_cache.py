@@ -157,3 +157,22 @@ def test_an_argument_whose_content_cannot_be_read_is_refused(cache):
 
     with pytest.raises(TypeError, match=r"args\[0\] of type Opaque: pass tensors"):
         trained(nn.Linear(2, 1), fit, Opaque(), 1)
+
+
+def test_models_that_differ_only_in_a_submodules_class_have_different_keys():
+    """Same outer class, same parameter names and values, another class inside (an RNN LM over
+    `torch.nn.GRU` or over the library's own GRU): another model, so another run."""
+
+    class Outer(nn.Module):
+        def __init__(self, inner: nn.Module):
+            super().__init__()
+            self.inner = inner
+
+    class MyLinear(nn.Linear):
+        pass
+
+    seed_everything(0)
+    plain = Outer(nn.Linear(2, 1))
+    mine = Outer(MyLinear(2, 1))
+    mine.load_state_dict(plain.state_dict())
+    assert run_key(plain, fit, (), {}) != run_key(mine, fit, (), {})

@@ -10,7 +10,8 @@ restores all of it instead of training, so everything after it runs exactly as a
 
 The key is the content, never a name:
 - the source of every library module the model's class and ``train`` reach (`seqmodels.reach`);
-- the model's class and its parameters before training (so its initialisation seed counts);
+- the model's class and every submodule's, and its parameters before training (so its
+  initialisation seed counts);
 - the arguments, by value (tensors by dtype, shape and bytes; lists, tuples, dicts, numbers,
   strings; generators by state);
 - the global generators' states at the call.
@@ -58,7 +59,10 @@ def _feed(digest, value: Any, path: str = "argument") -> None:
         digest.update(b"G")
         _feed(digest, value.get_state(), path)
     elif isinstance(value, nn.Module):
-        digest.update(f"M{type(value).__module__}.{type(value).__qualname__}".encode())
+        # every submodule's class, not the outer one's alone: RNNLM(core="gru") and
+        # RNNLM(core="gru-lecture") hold nn.GRU and seqmodels.gated.GRU under the same outer class
+        for name, module in value.named_modules():
+            digest.update(f"M{name}:{type(module).__module__}.{type(module).__qualname__};".encode())
         for name, tensor in value.state_dict().items():
             digest.update(name.encode())
             _feed(digest, tensor, f"{path}.{name}")
