@@ -435,6 +435,11 @@ def _glue_text_role():
 
     class GlueTextForPeople(PasteTextRole):
         def run(self):
+            # myst-nb splits the format spec off at the last colon, so ``page.md::key`` with no
+            # spec would lose its "::"; its default spec ("s") keeps the text as it is
+            page, separator, key = self.text.partition("::")
+            if separator and ":" not in key:
+                self.text = f"{self.text}:s"
             found, messages = super().run()
             for i, node in enumerate(found):
                 if isinstance(node, nodes.inline) and "pasted-text" in node["classes"]:

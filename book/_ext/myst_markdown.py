@@ -448,7 +448,7 @@ def _glue_text(name: str, content: str, res: Resolved) -> str:
         res.problems.append(f"glue key {key!r} has no value")
         return f"[{key}]"
     value = glue[key]
-    if spec and res.format_glue is not None:
+    if res.format_glue is not None:  # with no spec too: a glued string loses its repr's quotes
         value = res.format_glue(value, spec)
     # Markdown cells render raw HTML: a glued "</s>" would vanish as a tag, so escape it as the
     # page does
