@@ -176,7 +176,10 @@ def test_a_chapter_split_into_pages_builds_as_one_chapter(tmp_path):
     notebook = nbformat.read(tmp_path / "book" / "_generated" / "ch99_tiny.ipynb", as_version=4)
     text = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
     assert text.index("# 1. A tiny chapter") < text.index("\n## 1.1 The second page")
-    assert "The second page found 2.5 × 10⁻⁹ in the sea." in " ".join(text.split()) and "{" not in text.split("chapter")[-1]
+    assert (
+        "The second page found 2.5 × 10⁻⁹ in the sea." in " ".join(text.split())
+        and "{" not in text.split("chapter")[-1]
+    )
     code = [c.source for c in notebook.cells if c.cell_type == "code"]
     assert sum('glue("ch99_runtime"' in c for c in code) == 2
 

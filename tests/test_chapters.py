@@ -127,3 +127,15 @@ def test_the_provenance_of_stored_runs_is_in_dropdowns(path):
         elif "benchmarks/" in line and "{dropdown}" not in depth:
             outside.append(f"{number}: {line.strip()[:80]}")
     assert not outside, f"{path.name}: provenance outside a dropdown:\n" + "\n".join(outside)
+
+
+@pytest.mark.parametrize("path", [p for p in PAGES if p not in LANDINGS], ids=page_id)
+def test_a_subpage_opens_with_what_it_does(path):
+    """A reader who arrives at a subpage from the sidebar or a search reads, under its title and
+    before its first section, what the page does and what it builds on (one to three sentences)."""
+    text = path.read_text(encoding="utf-8")
+    after_title = text.split("\n# ", 1)[1].split("\n", 1)[1]
+    lead = re.split(r"^## ", after_title, maxsplit=1, flags=re.M)[0]
+    lead = re.sub(r"^```\{code-cell\}.*?^```\s*$", "", lead, flags=re.M | re.S)  # the setup cell
+    words = len(re.sub(r"^\([\w-]+\)=\s*$", "", lead, flags=re.M).split())
+    assert words >= 15, f"{page_id(path)}: {words} words before its first section"
