@@ -27,6 +27,8 @@ SCREENSHOTS = ROOT / "_build" / "screenshots"
 PAGES = toc_pages()  # every page of the book, in reading order
 CHAPTER_PAGES = chapter_html()  # {chapter's landing page: (its pages)}, site paths
 LANDINGS = list(CHAPTER_PAGES)
+# Chapter 1's page on counting and smoothing: sections in its contents, long display equations
+CH1_SMOOTHING = "book/ch01_language_models/ngrams.html"
 PHONE = {"width": 400, "height": 850}
 
 
@@ -200,8 +202,8 @@ def test_phone_menu_button_opens_the_chapter_list(browser, server):
 
 
 def test_phone_contents_button_opens_the_page_contents(browser, server):
-    page, _, _ = open_page(browser, f"{server}/book/ch01_language_models.html", viewport=PHONE)
-    section = page.locator(".bd-sidebar-secondary a", has_text="Perplexity").first
+    page, _, _ = open_page(browser, f"{server}/{CH1_SMOOTHING}", viewport=PHONE)
+    section = page.locator(".bd-sidebar-secondary a", has_text="Smoothing").first
     assert not on_screen(page, section)
     toggles = page.locator(".secondary-toggle")
     visible = [toggles.nth(i) for i in range(toggles.count()) if toggles.nth(i).is_visible()]
@@ -222,7 +224,7 @@ def test_one_search_box(browser, server, viewport):
 
 
 def test_long_equations_scroll_visibly_at_phone_width(browser, server):
-    page, _, _ = open_page(browser, f"{server}/book/ch01_language_models.html", viewport=PHONE)
+    page, _, _ = open_page(browser, f"{server}/{CH1_SMOOTHING}", viewport=PHONE)
     equations = page.evaluate(
         """() => Array.from(document.querySelectorAll("div.math")).map(d => {
              const m = d.querySelector("mjx-container"), s = getComputedStyle(m);
@@ -234,7 +236,7 @@ def test_long_equations_scroll_visibly_at_phone_width(browser, server):
                      scrollbar: s.scrollbarWidth, shadow: s.backgroundImage, scrolled: after};
            })"""
     )
-    assert len(equations) >= 6
+    assert len(equations) >= 4
     for eq in equations:
         assert eq["right"] <= eq["column"] + 1, f"{eq['id']} sticks out of the text column"
         if eq["overflows"]:
@@ -329,7 +331,7 @@ def assert_shown_code_fits_the_column(page, path: str) -> None:
              w => ({caption: w.querySelector(".caption-text")?.textContent,
                     overflow: w.querySelector("pre").scrollWidth - w.querySelector("pre").clientWidth}))"""
     )
-    assert blocks, f"{path} shows no library code"
+    # which page shows which object is test_shown_code's; here: what a page shows fits
     for block in blocks:
         assert block["overflow"] <= 1, f"{path}: {block['caption']} scrolls sideways at 1,400 px"
 
@@ -341,8 +343,8 @@ def assert_key_ideas_take_two_lines(page, path: str) -> None:
                "article div.admonition.key-idea > p:not(.admonition-title)")).map(p =>
              Math.round(p.getBoundingClientRect().height / parseFloat(getComputedStyle(p).lineHeight)))"""
     )
-    assert lines, f"{path} has no key idea"
-    assert max(lines) <= 2, f"{path}: key ideas of {lines} lines at 1,400 px"
+    assert lines or path in CHAPTER_PAGES, f"{path} has no key idea"  # a landing page has none
+    assert max(lines, default=0) <= 2, f"{path}: key ideas of {lines} lines at 1,400 px"
 
 
 def assert_first_screen_shows_title_summary_and_box(page, path: str, height: int) -> None:
