@@ -62,7 +62,9 @@ def _feed(digest, value: Any, path: str = "argument") -> None:
         # every submodule's class, not the outer one's alone: RNNLM(core="gru") and
         # RNNLM(core="gru-lecture") hold nn.GRU and seqmodels.gated.GRU under the same outer class
         for name, module in value.named_modules():
-            digest.update(f"M{name}:{type(module).__module__}.{type(module).__qualname__};".encode())
+            digest.update(
+                f"M{name}:{type(module).__module__}.{type(module).__qualname__};".encode()
+            )
         for name, tensor in value.state_dict().items():
             digest.update(name.encode())
             _feed(digest, tensor, f"{path}.{name}")
