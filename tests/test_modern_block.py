@@ -173,6 +173,27 @@ def test_swiglu_equals_llama_mlp_with_copied_weights():
     assert all(m.bias is None for m in (ours.w1, ours.w2, ours.w3))
 
 
+def test_rotary_attention_equals_llama_attention_with_copied_weights():
+    """Causal ``LlamaAttention`` (torch's SDPA; no mask means causal there) with the same weights:
+    equal given our float64 tables, and within HF's float32 angles given its own."""
+    g = torch.Generator().manual_seed(9)
+    config = _llama_config(d_head=8, n_heads=2)
+    config._attn_implementation = "sdpa"
+    theirs = llama.LlamaAttention(config, layer_idx=0).to(F64).eval()
+    ours = RotaryAttention(16, 2).to(F64)
+    with torch.no_grad():
+        for name in ("q_proj", "k_proj", "v_proj"):
+            getattr(ours, name).weight.copy_(getattr(theirs, name).weight)
+        ours.out_proj.weight.copy_(theirs.o_proj.weight)
+    x = _randn(g, 3, 9, 16)
+    for start in (0, 11):
+        out = ours(x, start=start)[0]
+        cos, sin = rotary_tables(9, 8, offset=start, dtype=F64)
+        torch.testing.assert_close(out, theirs(x, (cos[None], sin[None]), None)[0], **TOL)
+        tables = llama.LlamaRotaryEmbedding(config)(x, torch.arange(start, start + 9)[None])
+        torch.testing.assert_close(out, theirs(x, tables, None)[0], rtol=0, atol=1e-7)
+
+
 def test_the_block_is_causal_and_keeps_shapes():
     torch.manual_seed(6)
     block = ModernBlock(16, 2, 24).to(F64)
