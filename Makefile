@@ -54,7 +54,7 @@ pytest: $(STAMP)
 	$(BIN)/python -m pytest -m "not browser and not built" --durations=40
 
 site-test: $(STAMP)
-	$(BIN)/python -m pytest -m "browser or built"
+	$(BIN)/python -m pytest -m "browser or built" -n 2  # two browsers: the pages load in half the time
 
 test: lint pytest book site-test
 
