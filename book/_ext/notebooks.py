@@ -25,6 +25,7 @@ import codecs
 import json
 import os
 import re
+from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
@@ -182,23 +183,45 @@ def _page_glue(app: Sphinx, docname: str) -> tuple[dict, dict, dict]:
     return glue, markdown, images
 
 
-def _resolved(app: Sphinx, env: BuildEnvironment, docname: str, source: str) -> Resolved:
+@dataclass(frozen=True)
+class _Chapter:
+    """What every page of one chapter resolves against, read once per chapter: each page's glue,
+    the chapter's reading and running time, and the bibliography (parsed once per build)."""
+
+    landing: str
+    glue: dict[str, tuple[dict, dict, dict]]  # docname -> `_page_glue`
+    reading_time: str
+    runtime: float | None
+    bibliography: tuple[dict, dict]  # `_bibliography`
+
+
+def _chapter(app: Sphinx, landing: str, pages: tuple[str, ...], bibliography) -> _Chapter:
+    root = Path(app.srcdir)
+    sources = [(root / f"{page}.md").read_text(encoding="utf-8") for page in pages]
+    return _Chapter(
+        landing=landing,
+        glue={page: _page_glue(app, page) for page in pages},
+        reading_time=f"about {reading_minutes(*sources)} min",
+        runtime=chapter_runtime(_glue_folder(app), landing, pages),
+        bibliography=bibliography,
+    )
+
+
+def _resolved(
+    app: Sphinx, env: BuildEnvironment, docname: str, source: str, chapter: _Chapter
+) -> Resolved:
     res = Resolved(
         eqref_format=app.config.math_eqref_format or "({number})",
         numfig_format=dict(app.config.numfig_format or {}),
         format_glue=format_glue,
         substitutions={k: str(v) for k, v in (app.config.myst_substitutions or {}).items()},
     )
-    res.glue, res.glue_markdown, res.glue_images = _page_glue(app, docname)
+    res.glue, res.glue_markdown, res.glue_images = chapter.glue[docname]
     root = Path(app.srcdir)
-    landing = chapter_of(root, docname)
-    pages = chapter_pages(root).get(landing, ())
-    for page in pages:
-        res.other_glue[(root / f"{page}.md").resolve()] = _page_glue(app, page)
-    sources = [(root / f"{page}.md").read_text(encoding="utf-8") for page in pages]
-    res.chapter_reading_time = f"about {reading_minutes(*sources)} min" if sources else ""
-    if landing:
-        res.chapter_runtime = chapter_runtime(_glue_folder(app), landing, pages)
+    for page, glue in chapter.glue.items():
+        res.other_glue[(root / f"{page}.md").resolve()] = glue
+    res.chapter_reading_time = chapter.reading_time
+    res.chapter_runtime = chapter.runtime
     fignumbers = env.toc_fignumbers
     for label, (eq_doc, number) in env.get_domain("math").equations.items():
         if app.config.math_numfig and app.config.numfig:
@@ -233,7 +256,7 @@ def _resolved(app: Sphinx, env: BuildEnvironment, docname: str, source: str) -> 
             res.sections[label] = ".".join(map(str, number))
     res.reading_time = f"about {reading_minutes(source)} min"
     res.source_dir = Path(env.doc2path(docname)).parent
-    authors, entries = _bibliography(app)
+    authors, entries = chapter.bibliography
     res.citations = authors
     res.cite_style = "label" if app.config.bibtex_reference_style == "label" else "author_year"
     prefix = re.search(r"^:keyprefix:\s*(\S+)\s*$", source, re.M)
@@ -306,14 +329,16 @@ def demote_headings(markdown: str) -> str:
 def _render_notebooks(app: Sphinx, env: BuildEnvironment) -> None:
     root = Path(app.srcdir)
     out = root / "book" / "_generated"
+    bibliography = _bibliography(app)
     for landing, pages in _chapters(app).items():
         if not all(page in env.all_docs for page in pages):
             continue
+        chapter = _chapter(app, landing, pages, bibliography)
         stem = Path(landing).name
         cells, problems = [], []
         for page in pages:
             text = (root / f"{page}.md").read_text(encoding="utf-8")
-            res = _resolved(app, env, page, text)
+            res = _resolved(app, env, page, text, chapter)
             notebook = jupytext.reads(text, fmt="md:myst")
             for cell in notebook.cells:
                 if cell.cell_type != "markdown":
