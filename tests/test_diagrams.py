@@ -351,7 +351,7 @@ def test_scaled_dot_attention_shows_its_sizes_mask_and_the_equations_symbols(
     padded = 1 if mask is None else mask.count(0)
     shown = texts(fig)
     for symbol in (
-        r"$S = QK^\top/\sqrt{d}$",  # eq-scores' scaled dot score, all pairs at once
+        r"$S = QK^\top/\sqrt{d_k}$",  # eq-scores' scaled dot score, all pairs at once
         "mask $m_j$",  # eq-masked-softmax
         r"softmax: $A = (\alpha_{ij})$",
         r"row $i$: $\mathbf{c}_i = \sum_j \alpha_{ij} \mathbf{v}_j$",  # eq-attention

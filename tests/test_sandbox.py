@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import pwd
+import re
 import socket
 import subprocess
 import sys
@@ -618,3 +619,14 @@ def test_without_a_cgroup_or_an_address_limit_a_sandbox_past_its_memory_is_stopp
         finally:
             kc.stop_channels()
             asyncio.run(km.shutdown_kernel(now=True))
+
+
+def test_readme_names_every_hidden_module():
+    """The README's guarantees list every module nbgrader_config.py hides from student kernels."""
+    from grading_helpers import graded_implementations
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    guarantees = readme.split("**Guarantees.**")[1].split("**no network**")[0]
+    named = set(re.findall(r"`(?:seqmodels\.)?(\w+)`", guarantees))
+    missing = sorted(m for m in graded_implementations() if m.removeprefix("seqmodels.") not in named)
+    assert not missing, f"README.md's sandbox guarantees do not name {missing}"

@@ -640,7 +640,7 @@ def scaled_dot_attention_figure(
     queries: int = 3, keys: int = 4, d: int = 8, d_v: int | None = None, key_mask=None
 ) -> Diagram:
     r"""Scaled dot-product attention in matrix form, over `queries` queries and `keys` keys of size
-    `d` (values of size `d_v`, default `d`): the scores $S = QK^\top/\sqrt d$ (eq-scores), the key
+    `d` (values of size `d_v`, default `d`): the scores $S = QK^\top/\sqrt{d_k}$ (eq-scores), the key
     mask $m_j$ setting the scores of padded keys to $-\infty$ (eq-masked-softmax), the softmax of
     each row giving the weights $\alpha_{ij}$ (a padded key's is exactly 0), and the contexts
     $\mathbf c_i = \sum_j \alpha_{ij} \mathbf v_j$, the rows of $AV$ (eq-attention). `key_mask`
@@ -674,7 +674,7 @@ def scaled_dot_attention_figure(
     grid(x_m, lambda j: (SOURCE_COLOR, "") if mask[j] else (padded_face, r"$-\infty$"))
     grid(x_a, lambda j: (TARGET_COLOR, "") if mask[j] else (padded_face, "0"))
     top = y0 + gh
-    ax.text(x_s + gw / 2, top + 0.12, r"$S = QK^\top/\sqrt{d}$", ha="center", va="bottom",
+    ax.text(x_s + gw / 2, top + 0.12, r"$S = QK^\top/\sqrt{d_k}$", ha="center", va="bottom",
             fontsize=FONT)  # fmt: skip
     ax.text(x_m + gw / 2, top + 0.12, "mask $m_j$", ha="center", va="bottom", fontsize=FONT)
     ax.text(x_a + gw / 2, top + 0.12, r"softmax: $A = (\alpha_{ij})$", ha="center", va="bottom",

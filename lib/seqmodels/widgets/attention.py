@@ -8,7 +8,7 @@ a heatmap (one row per output token, one column per source token):
 - left, with the score the model was trained with, $s(\mathbf h_t, \mathbf h^{enc}_j)$;
 - right, with the same score divided by $\tau$, $s / \tau$, on the same trained states. For a model
   trained with the dot score, $\tau = \sqrt{d_h}$ gives the scaled dot score
-  $\mathbf q^\top \mathbf k / \sqrt d$ (the slider's default), $\tau = 1$ gives the left panel back,
+  $\mathbf q^\top \mathbf k / \sqrt{d_k}$ (the slider's default), $\tau = 1$ gives the left panel back,
   and $\tau < 1$ sharpens the weights.
 
 Each decoding reads its own weights, so the right panel's output may differ from the left's: the

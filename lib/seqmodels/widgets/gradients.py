@@ -11,8 +11,8 @@ and shows two panels:
   beside the bound $\sigma_{\max}(W_{hh})^{T-t}$ that Chapter 4 derives;
 - one gradient step on the loss $L = \tfrac12 \lVert \mathbf h_T \rVert^2$: the loss along the
   gradient's direction against the step's length, with the plain SGD step $\eta \lVert g \rVert$
-  and the step clipped by global norm at $\tau$ (`seqmodels.gradients.clip_grad_norm`),
-  $\eta \min(\lVert g \rVert, \tau)$, marked where they land.
+  and the step clipped by global norm at $\kappa$ (`seqmodels.gradients.clip_grad_norm`),
+  $\eta \min(\lVert g \rVert, \kappa)$, marked where they land.
 
 Once $\rho$ is large enough to beat tanh's saturation, the gradient explodes: the plain step lands
 far out on a rough, high loss, and the clipped one stays where the gradient still describes it.
@@ -63,7 +63,7 @@ def gradient_explorer(
     lr: float = 0.02,
 ) -> Explorer:
     r"""Sliders for the spectral radius $\rho$ of $W_{hh}$, the nonlinearity and the clipping threshold
-    $\tau$: the gradient norm over distance, and one SGD step with and without clipping.
+    $\kappa$: the gradient norm over distance, and one SGD step with and without clipping.
 
     `rnn` gives $W_{xh}$, the biases and the *shape* of $W_{hh}$ (rescaled to each $\rho$; a
     $W_{hh} = \rho' Q$ with $Q$ orthogonal becomes $\rho Q$); it is not changed. `x: (T, d_in)` is the
@@ -75,7 +75,7 @@ def gradient_explorer(
     ``bound`` ($\sigma_{\max}(W_{hh})^k$), ``decay`` (`decay_per_step` of the norms at
     $k \ge 1$, None where a norm is 0 or not finite); ``loss`` (before the step), ``grad_norm``
     ($\lVert g \rVert$), ``clipped_norm`` (after clipping), ``step`` and ``clipped_step`` (the lengths
-    $\eta\lVert g\rVert$ and $\eta \min(\lVert g\rVert, \tau)$), ``loss_step`` and
+    $\eta\lVert g\rVert$ and $\eta \min(\lVert g\rVert, \kappa)$), ``loss_step`` and
     ``loss_clipped`` (the loss after each; ``inf`` where it overflows, above :data:`OVERFLOW`),
     and ``slice_steps``, ``slice_losses`` (the loss along $-g$ that the lower panel draws).
     """
@@ -189,7 +189,7 @@ def gradient_explorer(
         top = max(ys, default=before if math.isfinite(before) else 1.0)
         for length, value, name, marker_color in [
             (step, loss_step, f"SGD, ‖g‖ = {grad_norm:.3g}", SERIES_COLORS[4]),
-            (clipped_step, loss_clipped, f"clipped at τ = {tau:.3g}", SERIES_COLORS[0]),
+            (clipped_step, loss_clipped, f"clipped at κ = {tau:.3g}", SERIES_COLORS[0]),
         ]:
             if not 0 < length < math.inf:
                 continue
@@ -251,7 +251,7 @@ def gradient_explorer(
             min=min(-2.0, math.log10(tau)),
             max=max(3.0, math.log10(tau)),
             step=0.25,
-            description="clip τ",
+            description="clip κ",
             readout_format=".3g",
             continuous_update=False,
         ),
