@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from seqmodels.convolution import ConvLM, receptive_field
+from seqmodels.convolution import ConvLM, receptive_field, reread_seconds
 from seqmodels.rnn import distributions_at, sentence_nll, train_sentence_lm
 from seqmodels.seeding import seed_everything
 from seqmodels.synthetic import AgreementLanguage
@@ -120,3 +120,22 @@ def test_trains_with_the_sentence_loop():
     assert history.step_loss[-1] < history.step_loss[0] and after < 0.8 * before
     assert distributions_at(model, test, lang.verb_position).shape == (200, len(lang.vocab))
     assert n == sum(len(s) + 1 for s in test)
+
+
+def test_generation_reads_only_the_receptive_field():
+    model = _model(5, n_layers=3, kernel_size=2)
+    tokens = torch.randint(0, 11, (2, 30), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        full = model(tokens)[0][:, -1]
+        window = model(tokens[:, -model.receptive_field :])[0][:, -1]
+    assert (full - window).abs().max() < 1e-12
+
+
+def test_reread_seconds():
+    model = _model()
+    seconds = reread_seconds(model, [4, 40], window=8, repeats=2)
+    assert len(seconds) == 2 and all(s > 0 for s in seconds)
+    with pytest.raises(ValueError, match="window"):
+        reread_seconds(model, [4], window=0)
+    with pytest.raises(ValueError, match="length"):
+        reread_seconds(model, [0])

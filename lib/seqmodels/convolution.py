@@ -15,6 +15,9 @@ receptive field $R = 1 + \sum_\ell (k_{\text{conv}} - 1)\, 2^{\ell - 1}$.
 
 from __future__ import annotations
 
+import math
+from time import perf_counter
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -93,6 +96,33 @@ class ConvLM(nn.Module):
     def parameter_count(self) -> int:
         """The number of trainable scalars."""
         return sum(p.numel() for p in self.parameters())
+
+
+@torch.no_grad()
+def reread_seconds(
+    model: nn.Module, lengths: list[int], window: int | None = None, repeats: int = 3
+) -> list[float]:
+    """Best-of-`repeats` seconds for the next-token distribution after a prefix of each length in
+    `lengths`, re-reading its last `window` tokens (None: the whole prefix), as a language model
+    without a carried state must at every generated token (``model(tokens) -> (logits, _)``)."""
+    _check_positive(repeats=repeats, **({} if window is None else {"window": window}))
+    for n in lengths:
+        _check_positive(length=n)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    seconds = []
+    for n in lengths:
+        prefix = torch.zeros(1, n if window is None else min(n, window), dtype=torch.int64)
+        prefix = prefix.to(device)
+        best = math.inf
+        for _ in range(repeats):
+            start = perf_counter()
+            model(prefix)
+            best = min(best, perf_counter() - start)
+        seconds.append(best)
+    model.train(was_training)
+    return seconds
 
 
 def _check_positive(**values: int) -> None:
