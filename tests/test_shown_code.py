@@ -96,6 +96,7 @@ SHOWN: dict[str, list[str]] = {
         "seqmodels.transformer.causal_mask",
         "seqmodels.transformer.TransformerLM.hidden_states",
         "seqmodels.transformer.TransformerLM.forward",
+        "seqmodels.convolution.ConvLM.hidden_states",
         "seqmodels.transformer.TransformerSeq2Seq.encode",
         "seqmodels.transformer.TransformerSeq2Seq.decode",
     ],
