@@ -48,7 +48,7 @@ class SwiGLU(nn.Module):
         self.w2 = nn.Linear(d_ff, d_model, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        r"""SwiGLU, $W_2(\mathrm{SiLU}(W_1 x) \odot W_3 x)$: ``(..., d)`` → ``(..., d)``."""
+        r"""Eq. (eq-ch8-swiglu), position by position: ``(..., d)`` → ``(..., d)``."""
         return self.w2(nn.functional.silu(self.w1(x)) * self.w3(x))
 
 
