@@ -27,8 +27,9 @@ from .norms import RMSNorm
 from .rotary import apply_rotary, rotary_tables
 from .transformer import (
     MultiHeadAttention,
+    TransformerLM,
     _check_positive,
-    _check_tokens,
+    _DecoderLM,
     _Embed,
     allowed_keys,
 )
@@ -47,7 +48,7 @@ class SwiGLU(nn.Module):
         self.w2 = nn.Linear(d_ff, d_model, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        r"""SwiGLU, $W_2(\mathrm{SiLU}(W_1 x) \odot W_3 x)$: ``(..., d)`` → ``(..., d)``."""
+        r"""Eq. (eq-ch8-swiglu), position by position: ``(..., d)`` → ``(..., d)``."""
         return self.w2(nn.functional.silu(self.w1(x)) * self.w3(x))
 
 
@@ -110,7 +111,7 @@ class ModernBlock(nn.Module):
         return h + self.dropout(self.feed_forward(self.norm2(h)))
 
 
-class ModernLM(nn.Module):
+class ModernLM(_DecoderLM):
     r"""A decoder-only language model of :class:`ModernBlock`\ s: token embeddings (scaled by
     $\sqrt{d}$, as ``TransformerLM``'s; no position table), `n_layers` blocks, a final RMSNorm
     and a linear output layer (tied to the embedding if `tie_weights`).
@@ -132,13 +133,10 @@ class ModernLM(nn.Module):
         tie_weights: bool = False,
         base: float = 10000.0,
     ):
-        super().__init__()
-        _check_positive(vocab_size=vocab_size, n_layers=n_layers, max_len=max_len)
-        self.vocab_size, self.max_len = vocab_size, max_len
-        self.config = dict(
+        super().__init__(dict(
             vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers,
             d_ff=d_ff, max_len=max_len, dropout=dropout, tie_weights=tie_weights, base=base,
-        )  # fmt: skip
+        ))  # fmt: skip
         self.embed = _Embed(vocab_size, d_model, "none", max_len)
         self.blocks = nn.ModuleList(
             ModernBlock(d_model, n_heads, d_ff, dropout, base) for _ in range(n_layers)
@@ -157,25 +155,5 @@ class ModernLM(nn.Module):
             x = block(x, start=start)
         return self.norm(x)
 
-    def forward(
-        self,
-        tokens: torch.Tensor,
-        h0: None = None,
-        lengths: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, None]:
-        """Next-token ``(logits: (batch, T, V), None)``: $W h_t + b$, ``tokens: (batch, T)``."""
-        if h0 is not None:
-            raise ValueError("a ModernLM carries no state between calls: pass the whole prefix")
-        return self.output(self.hidden_states(tokens)), None
-
-    def _check_input(self, tokens: torch.Tensor) -> None:
-        """Refuse tokens that are not ids of the vocabulary or longer than `max_len`."""
-        _check_tokens(tokens, self.vocab_size)
-        if tokens.shape[1] > self.max_len:
-            raise ValueError(
-                f"expected at most max_len = {self.max_len} tokens, got {tokens.shape[1]}"
-            )
-
-    def parameter_count(self) -> int:
-        """The number of trainable scalars (a tied output matrix counted once)."""
-        return sum(p.numel() for p in self.parameters())
+    # the call of TransformerLM (h0 refused, W h_t + b): one function for both models
+    forward = TransformerLM.forward

@@ -49,8 +49,7 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d))  # beta
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        r"""LayerNorm, $\gamma \odot (x - \mu) / \sqrt{\sigma^2 + \varepsilon} + \beta$ over the
-        last dimension: ``(..., d)`` → ``(..., d)``."""
+        r"""Eq. (eq-ch8-layernorm) over the last dimension: ``(..., d)`` → ``(..., d)``."""
         _check_last_dim(x, self.d)
         mean = x.mean(dim=-1, keepdim=True)  # mu
         variance = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # sigma^2, biased (1/d)
@@ -73,8 +72,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d))  # gamma
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        r"""RMSNorm, $\gamma \odot x / \sqrt{\frac1d \sum_i x_i^2 + \varepsilon}$ over the last
-        dimension: ``(..., d)`` → ``(..., d)``."""
+        r"""Eq. (eq-ch8-rmsnorm) over the last dimension: ``(..., d)`` → ``(..., d)``."""
         _check_last_dim(x, self.d)
         rms = torch.sqrt((x**2).mean(dim=-1, keepdim=True) + self.eps)
         return self.weight * (x / rms)

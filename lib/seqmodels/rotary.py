@@ -67,8 +67,10 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 def apply_rotary(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""RoPE, $x' = x \odot \cos + \mathrm{rotate\_half}(x) \odot \sin$, on
-    ``q, k: (B, H, T, d_h)`` with ``cos, sin: (T, d_h)`` from :func:`rotary_tables`."""
+    r"""Eq. (eq-ch8-rope) on ``q, k: (B, H, T, d_h)`` with ``cos, sin: (T, d_h)``.
+
+    $x' = x \odot \cos + \mathrm{rotate\_half}(x) \odot \sin$, the tables from
+    :func:`rotary_tables`: pair $i$ is dimensions $i$ and $i + d_h/2$."""
     _check_rotary_inputs(q, k, cos, sin)
     return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 

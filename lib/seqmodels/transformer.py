@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from time import perf_counter
 
@@ -217,6 +218,28 @@ class MultiHeadAttention(nn.Module):
             )
         return key, value
 
+    def forward_cached(
+        self,
+        x: torch.Tensor,
+        past_keys: torch.Tensor,
+        past_values: torch.Tensor,
+        allowed: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Self-attention of ``x: (B, T, d)`` after ``past_keys/values: (B, H, S, d_k)``, `allowed`
+        ``(B, T, S + T)``: ``(output (B, T, d), keys, values (B, H, S + T, d_k))``."""
+        (batch, T, _), H = x.shape, self.n_heads
+        q, k, v = (self._heads(p(x)).unflatten(0, (batch, H)) for p in self._projections())
+        keys, values = torch.cat((past_keys, k), dim=2), torch.cat((past_values, v), dim=2)
+        context, _ = scaled_dot_attention(
+            q.flatten(0, 1), keys.flatten(0, 1), values.flatten(0, 1),
+            allowed.repeat_interleave(H, dim=0),
+        )  # fmt: skip
+        context = context.view(batch, H, T, self.d_k).transpose(1, 2).reshape(batch, T, -1)
+        return self.out_proj(context), keys, values
+
+    def _projections(self) -> tuple[nn.Linear, nn.Linear, nn.Linear]:
+        return self.q_proj, self.k_proj, self.v_proj
+
     @torch.no_grad()
     def copy_from(self, mha: nn.MultiheadAttention) -> MultiHeadAttention:
         """Take the weights of ``nn.MultiheadAttention(d, H)`` (its ``in_proj_weight`` stacks
@@ -311,6 +334,24 @@ class EncoderBlock(_Block):
         x = self._sublayer(x, self.norm1, lambda y: self._self_attention(y, key_mask, causal))
         return self._sublayer(x, self.norm2, self.feed_forward)
 
+    def forward_cached(
+        self,
+        x: torch.Tensor,
+        past: tuple[torch.Tensor, torch.Tensor],
+        allowed: torch.Tensor,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """The block on ``x: (B, T, d)`` read after the keys and values `past` ``(B, H, S, d_k)``:
+        ``(output (B, T, d), (keys, values) (B, H, S + T, d_k))``; `allowed`: ``(B, T, S + T)``."""
+        grown: list[torch.Tensor] = []
+
+        def attend(y: torch.Tensor) -> torch.Tensor:
+            out, keys, values = self.self_attn.forward_cached(y, *past, allowed)
+            grown.extend((keys, values))
+            return out
+
+        x = self._sublayer(x, self.norm1, attend)
+        return self._sublayer(x, self.norm2, self.feed_forward), (grown[0], grown[1])
+
     @torch.no_grad()
     def copy_from(self, layer: nn.TransformerEncoderLayer) -> EncoderBlock:
         """Take the weights of an ``nn.TransformerEncoderLayer`` (ReLU, same norm placement)."""
@@ -381,6 +422,13 @@ class _Embed(nn.Module):
             x = x + self.positions(tokens.shape[1], x)
         return x
 
+    def at(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Embeddings of ``tokens: (B, T)`` at the given ``positions: (B, T)`` (each row its own)."""
+        x = self.embedding(tokens) * self.scale
+        if self.positions is not None:
+            x = x + self.positions(int(positions.max()) + 1, x)[positions]
+        return x
+
 
 def _check_tokens(tokens: torch.Tensor, vocab_size: int, name: str = "tokens") -> None:
     if tokens.ndim != 2:
@@ -391,7 +439,80 @@ def _check_tokens(tokens: torch.Tensor, vocab_size: int, name: str = "tokens") -
         raise IndexError(f"{name} must lie in 0 .. {vocab_size - 1}")
 
 
-class TransformerLM(nn.Module):
+class _DecoderLM(nn.Module):
+    """What the decoder-only language models (:class:`TransformerLM`, ``ModernLM``) share: the
+    configuration, the input checks and the parameter count."""
+
+    def __init__(self, config: dict):
+        super().__init__()
+        vocab_size, max_len = config["vocab_size"], config["max_len"]
+        _check_positive(vocab_size=vocab_size, n_layers=config["n_layers"], max_len=max_len)
+        self.vocab_size, self.max_len, self.config = vocab_size, max_len, config
+
+    def _check_input(self, tokens: torch.Tensor) -> None:
+        """Refuse tokens that are not ids of the vocabulary or longer than `max_len`."""
+        _check_tokens(tokens, self.vocab_size)
+        if tokens.shape[1] > self.max_len:
+            raise ValueError(
+                f"expected at most max_len = {self.max_len} tokens, got {tokens.shape[1]}"
+            )
+
+    def _check_no_state(self, h0: object) -> None:
+        """Refuse a carried state: the model re-reads its prefix (Chapter 3's `h0` slot)."""
+        if h0 is not None:
+            raise ValueError(
+                f"a {type(self).__name__} carries no state between calls: pass the whole prefix"
+            )
+
+    def parameter_count(self) -> int:
+        """The number of trainable scalars (a tied output matrix counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+
+@dataclass(frozen=True)
+class KVCache:
+    r"""What a :class:`TransformerLM` has read, for decoding without re-reading it: per block the
+    keys and values of every position read, ``(B, H, S, d_k)`` each, and ``key_mask: (B, S)``,
+    True at real (not padding) tokens. Never changed in place: reading more returns a new cache.
+
+    It holds $2 \cdot \text{layers} \cdot B \cdot S \cdot d_{\text{model}}$ numbers
+    (:meth:`nbytes`); an RNN's carried state is $B \cdot d_{\text{model}}$ per layer whatever $S$."""
+
+    keys: tuple[torch.Tensor, ...]
+    values: tuple[torch.Tensor, ...]
+    key_mask: torch.Tensor
+
+    @property
+    def length(self) -> int:
+        """$S$, the positions (padding included) read so far."""
+        return self.key_mask.shape[1]
+
+    @property
+    def batch_size(self) -> int:
+        return self.key_mask.shape[0]
+
+    def real_lengths(self) -> torch.Tensor:
+        """``(B,)``: the real tokens each row has read, the position its next token takes."""
+        return self.key_mask.sum(dim=1)
+
+    def nbytes(self) -> int:
+        """Bytes held by the keys and values (the mask not counted)."""
+        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
+
+    def select(self, rows: torch.Tensor | Sequence[int]) -> KVCache:
+        """The cache of the given rows (in that order, repeats allowed: forking beams)."""
+        index = torch.as_tensor(rows, dtype=torch.int64, device=self.key_mask.device)
+        if index.ndim != 1 or (index.numel() and not 0 <= index.min() <= index.max() < len(self)):
+            raise IndexError(f"expected row indices in 0 .. {len(self) - 1}, got {rows!r}")
+        pick = tuple(t.index_select(0, index) for t in (*self.keys, *self.values))
+        n = len(self.keys)
+        return KVCache(pick[:n], pick[n:], self.key_mask.index_select(0, index))
+
+    def __len__(self) -> int:
+        return self.batch_size
+
+
+class TransformerLM(_DecoderLM):
     r"""A decoder-only (GPT-style) language model: embeddings plus positions, `n_layers` causal
     :class:`EncoderBlock`\ s, a final LayerNorm (pre-LN), and a linear output layer (tied to the
     embedding if `tie_weights`): $p(x_{t+1} \mid x_{\le t}) = \mathrm{softmax}(W h_t + b)$.
@@ -400,7 +521,11 @@ class TransformerLM(nn.Module):
     ``RNNLM``, so ``seqmodels.rnn.train_sentence_lm``, ``sentence_nll`` and ``distributions_at``
     train and evaluate it unchanged. There is no state to carry (`h0` must be None): a Transformer
     re-reads its prefix. `lengths` is accepted and not needed: with the causal mask a real position
-    never reads the padding after it."""
+    never reads the padding after it.
+
+    For decoding, :meth:`forward_cached` reads new tokens after a :class:`KVCache` of what was read
+    before (each block's keys and values), so a generated token costs one position's work, not the
+    prefix's; :func:`cached_lm_next_log_probs` puts it behind ``seqmodels.decoding``'s searches."""
 
     def __init__(
         self,
@@ -415,14 +540,11 @@ class TransformerLM(nn.Module):
         dropout: float = 0.0,
         tie_weights: bool = False,
     ):
-        super().__init__()
-        _check_positive(vocab_size=vocab_size, n_layers=n_layers, max_len=max_len)
-        self.vocab_size, self.max_len = vocab_size, max_len
-        self.config = dict(
+        super().__init__(dict(
             vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers,
             d_ff=d_ff, max_len=max_len, positions=positions, norm_first=norm_first,
             dropout=dropout, tie_weights=tie_weights,
-        )  # fmt: skip
+        ))  # fmt: skip
         self.embed = _Embed(vocab_size, d_model, positions, max_len)
         self.blocks = nn.ModuleList(
             EncoderBlock(d_model, n_heads, d_ff, norm_first, dropout) for _ in range(n_layers)
@@ -447,23 +569,106 @@ class TransformerLM(nn.Module):
         lengths: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, None]:
         """Next-token ``(logits: (batch, T, V), None)``: $W h_t + b$ for ``tokens: (batch, T)``."""
-        if h0 is not None:
-            raise ValueError(
-                "a TransformerLM carries no state between calls: pass the whole prefix"
-            )
+        self._check_no_state(h0)
         return self.output(self.hidden_states(tokens)), None
 
-    def _check_input(self, tokens: torch.Tensor) -> None:
-        """Refuse tokens that are not ids of the vocabulary or longer than `max_len`."""
-        _check_tokens(tokens, self.vocab_size)
-        if tokens.shape[1] > self.max_len:
-            raise ValueError(
-                f"expected at most max_len = {self.max_len} tokens, got {tokens.shape[1]}"
-            )
+    def empty_cache(self, batch_size: int) -> KVCache:
+        """A :class:`KVCache` of `batch_size` rows that has read nothing."""
+        _check_positive(batch_size=batch_size)
+        ref = self.output.weight
+        H = self.config["n_heads"]
+        empty = ref.new_zeros(batch_size, H, 0, self.config["d_model"] // H)
+        mask = torch.zeros(batch_size, 0, dtype=torch.bool, device=ref.device)
+        return KVCache((empty,) * len(self.blocks), (empty,) * len(self.blocks), mask)
 
-    def parameter_count(self) -> int:
-        """The number of trainable scalars (a tied output matrix counted once)."""
-        return sum(p.numel() for p in self.parameters())
+    def forward_cached(
+        self,
+        tokens: torch.Tensor,
+        cache: KVCache | None = None,
+        key_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, KVCache]:
+        """Logits ``(B, T, V)`` of ``tokens: (B, T)`` read after `cache`, and the grown cache.
+
+        `key_mask` ``(B, T)`` is True at real tokens (default: all). Batches are **left-padded**:
+        a row's positions count its real tokens only, so each row's logits at its real tokens are
+        those of :meth:`forward` on that row alone; padding is never read (its logits are junk).
+        The cache given is left unchanged (the one returned is new); `cache` None reads from
+        nothing."""
+        cache, key_mask = self._check_cached_input(tokens, cache, key_mask)
+        positions = (cache.real_lengths()[:, None] + key_mask.cumsum(dim=1) - 1).clamp(min=0)
+        S, T = cache.length, tokens.shape[1]
+        reads = torch.cat((cache.key_mask, key_mask), dim=1)  # (B, S + T)
+        causal = torch.ones(T, S + T, dtype=torch.bool, device=tokens.device).tril(S)
+        allowed = causal[None] & reads[:, None, :] & key_mask[:, :, None]  # (B, T, S + T)
+        x = self.embed.at(tokens, positions)
+        keys, values = [], []
+        for block, past in zip(
+            self.blocks, zip(cache.keys, cache.values, strict=True), strict=True
+        ):
+            x, (k, v) = block.forward_cached(x, past, allowed)
+            keys.append(k)
+            values.append(v)
+        return self.output(self.norm(x)), KVCache(tuple(keys), tuple(values), reads)
+
+    def _check_cached_input(
+        self, tokens: torch.Tensor, cache: KVCache | None, key_mask: torch.Tensor | None
+    ) -> tuple[KVCache, torch.Tensor]:
+        """The cache (an empty one for None) and the key mask (all True for None), checked."""
+        _check_tokens(tokens, self.vocab_size)
+        batch, T = tokens.shape
+        if T < 1:
+            raise ValueError("expected at least one new token, got tokens of shape (batch, 0)")
+        cache = self.empty_cache(batch) if cache is None else cache
+        if not isinstance(cache, KVCache) or len(cache.keys) != len(self.blocks):
+            raise TypeError(f"expected a KVCache of {len(self.blocks)} blocks, got {cache!r:.60}")
+        if cache.batch_size != batch:
+            raise ValueError(
+                f"expected tokens for the cache's {cache.batch_size} rows, got {batch}"
+            )
+        if key_mask is None:
+            key_mask = torch.ones(batch, T, dtype=torch.bool, device=tokens.device)
+        if key_mask.dtype != torch.bool or key_mask.shape != tokens.shape:
+            raise ValueError(
+                f"expected a bool key_mask of shape {tuple(tokens.shape)}, "
+                f"got {key_mask.dtype} {tuple(key_mask.shape)}"
+            )
+        longest = int((cache.real_lengths() + key_mask.sum(dim=1)).max())
+        if longest > self.max_len:
+            raise ValueError(
+                f"expected at most max_len = {self.max_len} tokens in a row, cache included; "
+                f"a row would have {longest}"
+            )
+        return cache, key_mask
+
+
+def cached_lm_next_log_probs(
+    model: TransformerLM,
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``seqmodels.decoding.lm_next_log_probs(model)`` through a :class:`KVCache`: the same
+    `next_log_probs` (log-softmax of the last logits, eval mode, no gradients, results on the CPU),
+    but each call whose prefixes extend the previous call's by one token (rows in any order,
+    dropped or repeated, as sampling, greedy and beam search call it) reads only that token; any
+    other call re-reads its prefixes and starts a new cache."""
+    device = next(model.parameters()).device
+    last: dict = {"rows": {}, "cache": None}
+
+    @torch.no_grad()
+    def next_log_probs(prefixes: torch.Tensor) -> torch.Tensor:
+        if not isinstance(prefixes, torch.Tensor) or prefixes.ndim != 2 or prefixes.shape[1] < 1:
+            raise ValueError(f"expected prefixes of shape (n, t) with t >= 1, got {prefixes!r:.60}")
+        model.eval()
+        rows = [last["rows"].get(tuple(p[:-1])) for p in prefixes.tolist()]
+        if last["cache"] is None or None in rows:  # not one token after the last call: re-read
+            logits, cache = model.forward_cached(prefixes.to(device))
+        else:
+            logits, cache = model.forward_cached(
+                prefixes[:, -1:].to(device), last["cache"].select(rows)
+            )
+        last["rows"] = {tuple(p): i for i, p in enumerate(prefixes.tolist())}
+        last["cache"] = cache
+        return logits[:, -1].float().log_softmax(-1).cpu()
+
+    return next_log_probs
 
 
 class TransformerSeq2Seq(nn.Module):
