@@ -179,7 +179,7 @@ def global_norm(gradients: Iterable[torch.Tensor]) -> torch.Tensor:
 
 
 def clip_grad_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> torch.Tensor:
-    r"""Eq. (eq-clip) in place, $\kappa$ = `max_norm`; returns $\lVert g \rVert$ before clipping.
+    r"""Eq. (eq-clip) in place, $\kappa$ = `max_norm`; returns $\lVert g\rVert$ before clipping.
 
     Every parameter's gradient is scaled by the same factor, so the whole gradient keeps its
     direction. Returns the norm as ``torch.nn.utils.clip_grad_norm_`` does (which divides by
