@@ -2,8 +2,9 @@
 
 Training starts from every word spelled as characters and repeatedly merges the most frequent pair
 of adjacent symbols into one new symbol, counting a pair once per occurrence in each word, weighted
-by the word's count (eq. ``eq-bpe-merge`` of Chapter 6). The ordered list of merges *is* the model:
-:meth:`BPE.encode` applies them to a new word in the order they were learned.
+by the word's count (``eq-ch6-bpe-merge`` of Chapter 6). The ordered list of merges *is* the model:
+:meth:`BPE.encode` applies them to a new word in the order they were learned
+(``eq-ch6-bpe-encode``).
 
 Conventions (those of HuggingFace ``tokenizers``' ``BpeTrainer`` with
 ``end_of_word_suffix="</w>"``, so that the two can be compared merge by merge):
@@ -65,11 +66,11 @@ class BPE:
     def encode(self, word: str) -> tuple[str, ...]:
         """The subword symbols of `word`: its characters, then the merges applied in rank order."""
         if word not in self._cache:
-            self._cache[word] = self._apply_merges(_initial(_checked_word(word), self.alphabet))
+            self._cache[word] = self.apply_merges(_initial(_checked_word(word), self.alphabet))
         return self._cache[word]
 
-    def _apply_merges(self, parts: list[str]) -> tuple[str, ...]:
-        """Merge the lowest-ranked adjacent pair everywhere (left to right) until none is a merge."""
+    def apply_merges(self, parts: list[str]) -> tuple[str, ...]:
+        """Encoding (eq-ch6-bpe-encode): merge the lowest-ranked pair until none is a merge."""
         while len(parts) > 1:
             ranked = [(self._ranks.get(p, len(self._ranks)), p) for p in pairwise(parts)]
             rank, pair = min(ranked)
@@ -99,7 +100,7 @@ class BPE:
 
 
 def train_bpe(word_counts: Mapping[str, int], num_merges: int) -> BPE:
-    """Learn up to `num_merges` merges (eq-bpe-merge) from ``{word: count}``; returns a BPE."""
+    """BPE training (eq-ch6-bpe-merge): up to `num_merges` merges from ``{word: count}``."""
     symbols, words, counts = _start(word_counts, num_merges)
     ids = {s: i for i, s in enumerate(symbols)}
     pairs: Counter[Pair] = Counter()
