@@ -81,6 +81,8 @@ SHOWN: dict[str, list[str]] = {
         "seqmodels.seq2seq.Seq2Seq.start",
         "seqmodels.seq2seq.Seq2Seq.decode_steps",
         "seqmodels.seq2seq.greedy_decode",
+        "seqmodels.bpe.train_bpe",
+        "seqmodels.bpe.BPE.apply_merges",
     ],
     "ch07_attention": [
         "seqmodels.attention.additive_scores",
