@@ -53,7 +53,7 @@ from seqmodels.results import save_result, where_measured
 
 RESULTS = Path(__file__).resolve().parents[1] / "lib" / "seqmodels" / "results"
 MODEL = dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, max_len=256, dropout=0.1)
-STEPS, BATCH, LR = 2500, 64, 3e-3
+STEPS, BATCH, LR = 1500, 64, 3e-3
 SIZES, SEEDS = (100, 400), (0, 1, 2)
 EPOCHS, FT_BATCH, FT_LR, N_VALIDATION = 20, 16, 1e-3, 500
 

@@ -98,6 +98,7 @@ SHOWN: dict[str, list[str]] = {
         "seqmodels.transformer.TransformerLM.forward",
         "seqmodels.transformer.TransformerSeq2Seq.encode",
         "seqmodels.transformer.TransformerSeq2Seq.decode",
+        "seqmodels.finetuning.MaskedEncoder.classify",
     ],
     "ch09_decoding": [
         "seqmodels.decoding.beam_search",
