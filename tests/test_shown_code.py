@@ -96,9 +96,9 @@ SHOWN: dict[str, list[str]] = {
         "seqmodels.transformer.causal_mask",
         "seqmodels.transformer.TransformerLM.hidden_states",
         "seqmodels.transformer.TransformerLM.forward",
+        "seqmodels.finetuning.MaskedEncoder.classify",
         "seqmodels.transformer.TransformerSeq2Seq.encode",
         "seqmodels.transformer.TransformerSeq2Seq.decode",
-        "seqmodels.finetuning.MaskedEncoder.classify",
     ],
     "ch09_decoding": [
         "seqmodels.decoding.beam_search",
