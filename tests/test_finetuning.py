@@ -24,6 +24,7 @@ from seqmodels.finetuning import (
     mlm_batch,
     pad_batch,
     pretrain_mlm,
+    pretrained_kjv_encoder,
     text_to_text,
 )
 from seqmodels.pretraining import IGNORE, mask_tokens
@@ -108,9 +109,15 @@ def test_the_mlm_loss_is_cross_entropy_at_the_selected_positions_with_tied_weigh
     logits = model.mlm_logits(inputs, key_mask)
     want = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
     assert abs(model.mlm_loss(inputs, labels, key_mask) - want) < 1e-10
-    assert not any(p is model.embed.embedding.weight for p in [model.mlm_bias])
-    names = [n for n, _ in model.named_parameters()]
-    assert "embed.embedding.weight" in names and not any("mlm_weight" in n for n in names)
+    # tied: the only (vocabulary, d) matrix is the embedding, and the logits move with it
+    shapes = [n for n, p in model.named_parameters() if p.shape == (V + 1, 16)]
+    assert shapes == ["embed.embedding.weight"]
+    unused = next(w for w in range(3, V) if not (inputs == w).any())
+    with torch.no_grad():
+        model.embed.embedding.weight[unused] += torch.linspace(-1, 1, 16)  # only its score moves
+        moved = model.mlm_logits(inputs, key_mask) - logits
+    assert moved[..., unused].abs().min() > 0.01
+    assert moved[..., [w for w in range(V + 1) if w != unused]].abs().max() < 1e-12
 
 
 def test_pretraining_lowers_the_loss_and_finetuning_keeps_the_best_epoch():
@@ -155,6 +162,18 @@ def test_exact_masking_is_uniform_over_positions_and_keeps_the_80_10_10_split():
     assert (counts - 600).abs().max() < 4.5 * (4000 * 0.15 * 0.85) ** 0.5
     assert abs(actions[1] / actions.sum() - 0.8) < 0.015
     assert abs(actions[2] / actions.sum() - 0.1) < 0.01
+
+
+def test_the_stored_encoder_loads_small_and_gets_a_fresh_head():
+    from importlib import resources
+
+    path = resources.files("seqmodels.results") / "ch08_finetuning.safetensors"
+    assert path.stat().st_size <= 2 * 2**20  # at most 2 MB in the repository
+    model = pretrained_kjv_encoder(n_classes=len(GROUPS))
+    assert not model.training and model.head.out_features == len(GROUPS)
+    tokens = torch.tensor([[5, 6, model.vocab_size - 1, 7]])  # the last id is [MASK]
+    logits = model.mlm_logits(tokens, torch.ones_like(tokens, dtype=torch.bool))
+    assert logits.shape == (1, 4, model.vocab_size) and torch.isfinite(logits).all()
 
 
 def test_text_to_text_frames_a_task_as_strings():
