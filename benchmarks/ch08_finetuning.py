@@ -149,7 +149,7 @@ def main() -> None:
                 torch.manual_seed(seed)
                 model = MaskedEncoder(V + 1, n_classes=len(GROUPS), **MODEL)
                 if kind == "pretrained":
-                    model.load_state_dict(state, strict=False)  # the head stays as initialised
+                    model.load_encoder(state)  # the head stays as initialised
                 history = finetune(
                     model, train, validation, epochs=EPOCHS, batch_size=FT_BATCH, lr=FT_LR,
                     generator=torch.Generator().manual_seed(seed),

@@ -203,3 +203,7 @@ def test_bad_inputs_are_refused():
         MaskedEncoder(V, n_classes=-1)
     with pytest.raises(ValueError, match="at least one example"):
         accuracy(model, [])
+    state = _encoder(n_classes=0).state_dict()
+    assert _encoder(n_classes=3).load_encoder(state).head is not None  # head kept as it was
+    with pytest.raises(ValueError, match="missing"):
+        model.load_encoder({k: v for k, v in state.items() if k != "norm.weight"})

@@ -163,6 +163,18 @@ class MaskedEncoder(nn.Module):
         if not bool(key_mask.any(1).all()):
             raise ValueError("expected at least one real token in every sequence")
 
+    def load_encoder(self, state: dict[str, torch.Tensor]) -> MaskedEncoder:
+        """Load a pre-trained encoder's weights (everything but the classification head, which
+        keeps its initial values); refuse a state with missing or unexpected weights."""
+        result = self.load_state_dict(state, strict=False)
+        missing = [k for k in result.missing_keys if not k.startswith("head.")]
+        if missing or result.unexpected_keys:
+            raise ValueError(
+                f"expected an encoder's weights, missing {missing}, "
+                f"unexpected {result.unexpected_keys}"
+            )
+        return self
+
     def parameter_count(self) -> int:
         """The number of trainable scalars (the tied masked-LM matrix counted once)."""
         return sum(p.numel() for p in self.parameters())
@@ -323,8 +335,7 @@ def pretrained_kjv_encoder(n_classes: int = 0) -> MaskedEncoder:
     model = MaskedEncoder(**{**config, "n_classes": n_classes})
     with resources.as_file(folder / f"{ENCODER_CHECKPOINT}.safetensors") as path:
         state = {k: v.float() for k, v in load_file(path).items()}
-    model.load_state_dict(state, strict=False)  # the classification head stays fresh
-    return model.eval()
+    return model.load_encoder(state).eval()  # the classification head stays fresh
 
 
 def text_to_text(
