@@ -201,6 +201,8 @@ def test_bad_inputs_are_refused():
         pad_batch([[3], []])
     with pytest.raises(ValueError, match="n_classes"):
         MaskedEncoder(V, n_classes=-1)
+    with pytest.raises(ValueError, match="selected position"):
+        model.mlm_loss(tokens, torch.full_like(tokens, IGNORE), key_mask)
     with pytest.raises(ValueError, match="at least one example"):
         accuracy(model, [])
     state = _encoder(n_classes=0).state_dict()

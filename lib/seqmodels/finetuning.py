@@ -130,8 +130,10 @@ class MaskedEncoder(nn.Module):
     ) -> torch.Tensor:
         r"""BERT's loss $-\frac{1}{|S|}\sum_{t \in S} \log p(w_t \mid \tilde w)$ over the positions
         whose label is not ``IGNORE``; the logits $E h_t + b$ use the embedding matrix $E$."""
-        h = self.hidden_states(inputs, key_mask)
         selected = labels != IGNORE
+        if labels.shape != inputs.shape or not bool(selected.any()):
+            raise ValueError("expected labels shaped like the inputs, with a selected position")
+        h = self.hidden_states(inputs, key_mask)
         logits = h[selected] @ self.embed.embedding.weight.T + self.mlm_bias
         return F.cross_entropy(logits, labels[selected])
 
