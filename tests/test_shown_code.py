@@ -103,6 +103,7 @@ SHOWN: dict[str, list[str]] = {
         "seqmodels.rotary.apply_rotary",
         "seqmodels.modern_block.SwiGLU.forward",
         "seqmodels.convolution.ConvLM.hidden_states",
+        "seqmodels.finetuning.MaskedEncoder.classify",
         "seqmodels.transformer.TransformerSeq2Seq.encode",
         "seqmodels.transformer.TransformerSeq2Seq.decode",
     ],

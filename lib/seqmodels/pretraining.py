@@ -5,7 +5,9 @@ sentence into before any model sees it.
   ``w_1 .. w_n </s>`` — the target at position $t$ is the input at $t + 1$, and the loss is
   $-\sum_t \log p(w_{t+1} \mid w_{\le t})$.
 * **Masked language modelling** (BERT; Devlin et al. 2019): each ordinary token is *selected*
-  with probability 0.15; a selected token becomes ``[MASK]`` with probability 0.8, a random
+  with probability 0.15 (HuggingFace's collator's rule; ``exact=True`` selects exactly
+  $\max(1, \mathrm{round}(0.15\, n))$ of the $n$ tokens, the rule of BERT's released
+  ``create_pretraining_data.py``); a selected token becomes ``[MASK]`` with probability 0.8, a random
   ordinary token with probability 0.1, and stays as it is with probability 0.1. Labels are the
   original tokens at the selected positions and :data:`IGNORE` elsewhere, so the loss
   $-\sum_{t \in S} \log p(w_t \mid \tilde w)$ counts the selected positions only. Special tokens
@@ -82,13 +84,18 @@ def mask_tokens(
     select: float = 0.15,
     to_mask: float = 0.8,
     to_random: float = 0.1,
+    exact: bool = False,
 ) -> MaskedExample:
     r"""BERT's masked-LM corruption of one sequence.
 
-    Each token not in `special_ids` is selected independently with probability `select`; of the
-    selected, a share `to_mask` becomes `mask_id`, `to_random` a token drawn uniformly from the
-    ordinary ids (``0 .. vocab_size - 1`` minus `special_ids`; it may happen to equal the
-    original), and the rest stay unchanged. Returns a :class:`MaskedExample`."""
+    Each token not in `special_ids` is selected independently with probability `select` (as
+    HuggingFace's ``DataCollatorForLanguageModeling`` does); with ``exact=True``, exactly
+    $\max(1, \mathrm{round}(\text{select} \cdot n))$ of the $n$ ordinary tokens are selected,
+    uniformly at random, as BERT's released ``create_pretraining_data.py`` does (its $n$ also counts
+    ``[CLS]`` and ``[SEP]``; none if $n = 0$). Of the selected, a share `to_mask` becomes
+    `mask_id`, `to_random` a token drawn uniformly from the ordinary ids (``0 .. vocab_size - 1``
+    minus `special_ids`; it may happen to equal the original), and the rest stay unchanged.
+    Returns a :class:`MaskedExample`."""
     ids = _as_ids(tokens)
     if not 0.0 <= select <= 1.0 or min(to_mask, to_random) < 0 or to_mask + to_random > 1:
         raise ValueError(
@@ -98,13 +105,16 @@ def mask_tokens(
     if ids.numel() and ids.max() >= vocab_size:
         raise ValueError(f"expected ids below vocab_size = {vocab_size}, got {int(ids.max())}")
     special = torch.tensor(sorted(set(special_ids)), dtype=torch.int64)
-    ordinary = torch.tensor(
-        [i for i in range(vocab_size) if i not in set(special_ids)], dtype=torch.int64
-    )
+    is_ordinary = torch.ones(vocab_size, dtype=torch.bool)
+    is_ordinary[special[(special >= 0) & (special < vocab_size)]] = False
+    ordinary = is_ordinary.nonzero().flatten()
     if not len(ordinary):
         raise ValueError("expected at least one ordinary (non-special) id")
     can_select = ~torch.isin(ids, special)
-    chosen = (torch.rand(ids.shape, generator=generator) < select) & can_select
+    if exact:
+        chosen = _exact_selection(can_select, select, generator)
+    else:
+        chosen = (torch.rand(ids.shape, generator=generator) < select) & can_select
     u = torch.rand(ids.shape, generator=generator)
     action = torch.zeros_like(ids)
     action[chosen & (u < to_mask)] = 1
@@ -115,6 +125,19 @@ def mask_tokens(
     inputs = torch.where(action == 2, random_ids, inputs)
     labels = torch.where(chosen, ids, torch.tensor(IGNORE))
     return MaskedExample(inputs, labels, action)
+
+
+def _exact_selection(
+    can_select: torch.Tensor, select: float, generator: torch.Generator
+) -> torch.Tensor:
+    r"""``(time,)`` bool: $\max(1, \mathrm{round}(\text{select} \cdot n))$ of the $n$ positions
+    where `can_select` holds, chosen uniformly (none if $n = 0$)."""
+    candidates = can_select.nonzero().flatten()
+    n = len(candidates)
+    count = min(max(1, round(select * n)), n)
+    chosen = torch.zeros_like(can_select)
+    chosen[candidates[torch.randperm(n, generator=generator)[:count]]] = True
+    return chosen
 
 
 def _random_segmentation(total: int, parts: int, generator: torch.Generator) -> torch.Tensor:
