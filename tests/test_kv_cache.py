@@ -172,3 +172,16 @@ def test_the_adapter_reads_one_token_per_call_after_the_first():
     model.forward_cached = spy
     greedy_search(cached_lm_next_log_probs(model), 30, bos=0, eos=V)
     assert seen == [1] * 30
+
+
+def test_cached_step_seconds_times_one_token_per_length_and_refuses_bad_lengths():
+    from seqmodels.transformer import TransformerLM, cached_step_seconds
+
+    model = TransformerLM(20, d_model=8, n_heads=2, n_layers=1, d_ff=16, max_len=16)
+    seconds = cached_step_seconds(model, [1, 4, 16], repeats=2)
+    assert len(seconds) == 3 and all(0 < s < 10 for s in seconds)
+    assert model.training  # the mode it had is given back
+    with pytest.raises(ValueError, match="max_len = 16"):
+        cached_step_seconds(model, [17])
+    with pytest.raises(ValueError, match="positive integer"):
+        cached_step_seconds(model, [0])

@@ -814,3 +814,32 @@ def train_step_seconds(
         best = min(best, perf_counter() - start)
     model.train(was_training)
     return best
+
+
+def cached_step_seconds(
+    model: TransformerLM, lengths: Sequence[int], repeats: int = 3
+) -> list[float]:
+    """Best-of-`repeats` seconds for the next-token logits after a prefix of each length in
+    `lengths`, reading only its last token through a key–value cache of the others (the cached
+    twin of ``seqmodels.convolution.reread_seconds``)."""
+    _check_positive(repeats=repeats)
+    for n in lengths:
+        _check_positive(length=n)
+        if n > model.max_len:
+            raise ValueError(f"expected lengths of at most max_len = {model.max_len}, got {n}")
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    seconds = []
+    with torch.no_grad():
+        for n in lengths:
+            tokens = torch.zeros(1, n, dtype=torch.int64, device=device)
+            cache = model.forward_cached(tokens[:, :-1])[1] if n > 1 else model.empty_cache(1)
+            best = math.inf
+            for _ in range(repeats):
+                start = perf_counter()
+                model.forward_cached(tokens[:, -1:], cache)
+                best = min(best, perf_counter() - start)
+            seconds.append(best)
+    model.train(was_training)
+    return seconds
