@@ -628,5 +628,7 @@ def test_readme_names_every_hidden_module():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     guarantees = readme.split("**Guarantees.**")[1].split("**no network**")[0]
     named = set(re.findall(r"`(?:seqmodels\.)?(\w+)`", guarantees))
-    missing = sorted(m for m in graded_implementations() if m.removeprefix("seqmodels.") not in named)
+    missing = sorted(
+        m for m in graded_implementations() if m.removeprefix("seqmodels.") not in named
+    )
     assert not missing, f"README.md's sandbox guarantees do not name {missing}"
