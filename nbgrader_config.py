@@ -66,8 +66,11 @@ c.CourseDirectory.ignore = [
 # <student>_<ps>.ipynb found there (in any folder or archive) to grading/submitted/<student>/<ps>/.
 # <student> is a safe id (as `make grade` requires); nbgrader matches the extracted file's whole path.
 c.ZipCollectApp.downloaded_directory = "grading/downloaded"
+# Problem Set 6 also collects the files its notebook submits beside it (`<student>/capstone.safetensors`
+# or `<student>_capstone.safetensors`, and its log): they land in the same submission folder.
 c.FileNameCollectorPlugin.named_regexp = (
-    r".*/(?P<student_id>[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,99})[/_](?P<file_id>ps[0-9]+\.ipynb)$"
+    r".*/(?P<student_id>[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,99})[/_]"
+    r"(?P<file_id>ps[0-9]+\.ipynb|capstone\.safetensors|capstone_log\.json)$"
 )
 GRADING.mkdir(exist_ok=True)
 c.CourseDirectory.db_url = os.environ.get(
@@ -117,7 +120,8 @@ c.HTMLExporter.filters = {
 # Every student kernel runs in a bubblewrap sandbox (see seqmodels.grading.sandbox). "none" is
 # for instructors who accept the risk: `make grade` sets it only with --unsafe-no-sandbox.
 # the course implementations of the graded functions (PS1: ngram ... train; PS2: autodiff ... sgd;
-# PS3: gradients, gated; PS4: attention, seq2seq; PS5: transformer, decoding, pretraining):
+# PS3: gradients, gated; PS4: attention, seq2seq; PS5: transformer, decoding, pretraining; PS6:
+# bpe, bytebpe):
 # absent from the kernel, and flagged if used.
 # A module listed here that does not exist (yet) is simply not there for the kernel either: the
 # sandbox copies an allow-list.
@@ -138,6 +142,8 @@ GRADED_IMPLEMENTATIONS = [
     "seqmodels.transformer",
     "seqmodels.decoding",
     "seqmodels.pretraining",
+    "seqmodels.bpe",
+    "seqmodels.bytebpe",
 ]
 c.GuardedExecute.hidden_modules = GRADED_IMPLEMENTATIONS
 c.GuardedExecute.sandbox = os.environ.get("SEQMODELS_SANDBOX", "bubblewrap")

@@ -92,10 +92,15 @@ def new_course(root: Path, ps: str) -> Path:
 
 
 def submit(course: Path, files: dict[str, bytes], ps: str) -> None:
+    """Each student's notebook, with the files a set's solution submits beside it (Problem Set 6's
+    checkpoint, `seqmodels.grading.references.SUBMISSION_FILES`), as students submit them."""
+    beside = ROOT / "solutions" / ps / "references" / "submission"
     for student, data in files.items():
         folder = course / "grading" / "submitted" / student / ps
         folder.mkdir(parents=True)
         (folder / f"{ps}.ipynb").write_bytes(data)
+        for path in sorted(beside.glob("*")) if beside.is_dir() else []:
+            shutil.copyfile(path, folder / path.name)
 
 
 def release_and_answers(course: Path, ps: str):

@@ -219,3 +219,51 @@ def test_g2p_encodes_letters_and_phonemes():
     assert len(g2p.pairs("test")) == sum(len(p) for _, p in g2p.words("test"))
     with pytest.raises(ValueError, match="expected split"):
         g2p.words("dev")
+
+
+# ---- byte-level text: pretokenize, kjv_text, web_text --------------------------------------------
+
+
+def test_pretokenize_cuts_words_with_their_space_and_rejoins_exactly():
+    """pretokenize gives GPT-2's pieces (a word with the space before it, punctuation apart), and
+    the pieces of the whole KJV training text and of awkward whitespace concatenate back to it."""
+    from seqmodels.data import kjv_text, pretokenize
+
+    assert pretokenize("In the beginning, God") == ["In", " the", " beginning", ",", " God"]
+    assert pretokenize("") == []
+    for text in [kjv_text("train"), "  a\t\tb \n\n 12_3 x!! Cæsar's 😀  ", " \n", "x  "]:
+        pieces = pretokenize(text)
+        assert "".join(pieces) == text and all(pieces)
+    with pytest.raises(TypeError, match="str"):
+        pretokenize(b"In the beginning")
+
+
+def test_kjv_text_is_one_printed_verse_a_line_per_split():
+    """kjv_text(split) has one line per verse of the split, each ending in a newline, without the
+    italics brackets, tokenizing to kjv_sentences(split); the splits' lines sum to the KJV's verses."""
+    from seqmodels.data import kjv_text
+
+    total = 0
+    for split in SPLITS:
+        text = kjv_text(split)
+        assert text.endswith("\n") and "[" not in text and "]" not in text
+        lines = text.split("\n")[:-1]
+        assert len(lines) == len(kjv_sentences(split))
+        assert [tuple(tokenize(line)) for line in lines] == list(kjv_sentences(split))
+        total += len(lines)
+    assert total == 31_102
+    assert kjv_text("train").startswith("In the beginning God created the heaven and the earth.\n")
+    with pytest.raises(ValueError, match="split"):
+        kjv_text("dev")
+
+
+def test_web_text_is_the_web_side_of_the_pairs():
+    """web_text("test") has one line per pair of kjv_web_pairs("test"), tokenizing to its WEB side."""
+    from seqmodels.data import web_text
+
+    text = web_text("test")
+    lines = text.split("\n")[:-1]
+    assert text.endswith("\n") and "[" not in text and "]" not in text
+    pairs = kjv_web_pairs("test")
+    assert len(lines) == len(pairs)
+    assert [tuple(tokenize(line)) for line in lines] == [web for _, _, web in pairs]

@@ -82,6 +82,7 @@ SHOWN: dict[str, list[str]] = {
         "seqmodels.seq2seq.Seq2Seq.decode_steps",
         "seqmodels.seq2seq.greedy_decode",
         "seqmodels.bpe.train_bpe",
+        "seqmodels.bpe.learn_merges",
         "seqmodels.bpe.BPE.apply_merges",
     ],
     "ch07_attention": [

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -103,31 +103,54 @@ def train_bpe(word_counts: Mapping[str, int], num_merges: int) -> BPE:
     """BPE training (eq-ch6-bpe-merge): up to `num_merges` merges from ``{word: count}``."""
     symbols, words, counts = _start(word_counts, num_merges)
     ids = {s: i for i, s in enumerate(symbols)}
+
+    def name(pair: Pair) -> int:  # a string made before keeps its id
+        new = symbols[pair[0]] + symbols[pair[1]]
+        if new not in ids:
+            ids[new] = len(symbols)
+            symbols.append(new)
+        return ids[new]
+
+    merges = learn_merges(words, counts, num_merges, name)
+    pair_strings = tuple((symbols[a], symbols[b]) for a, b in merges)
+    return BPE(tuple(symbols), _n_initial(word_counts), pair_strings)
+
+
+def learn_merges(
+    words: list[list[int]],
+    counts: list[int],
+    num_merges: int,
+    name: Callable[[Pair], int],
+) -> list[Pair]:
+    """The merge loop (eq-ch6-bpe-merge), shared with the byte-level tokenizer.
+
+    Up to `num_merges` times, merge the most frequent adjacent pair of ids
+    (counted once per occurrence in each word, weighted by the word's count;
+    on equal counts the pair of smaller ids, left id first) into the id
+    ``name(pair)``, until no pair is left. `words` (lists of ids) are merged
+    in place."""
     pairs: Counter[Pair] = Counter()
     where: defaultdict[Pair, set[int]] = defaultdict(set)
     for w in range(len(words)):
         _count_pairs(words[w], counts[w], w, pairs, where)
-    heap = [(-n, pair) for pair, n in pairs.items()]  # most frequent first, then smallest ids
+    # most frequent first, then smallest ids
+    heap = [(-n, pair) for pair, n in pairs.items()]
     heapq.heapify(heap)
     merges: list[Pair] = []
     while heap and len(merges) < num_merges:
         neg_count, pair = heapq.heappop(heap)
-        if -neg_count != pairs[pair]:  # a stale entry: push the current count back
+        if -neg_count != pairs[pair]:  # stale: push the current count back
             if pairs[pair] > 0:
                 heapq.heappush(heap, (-pairs[pair], pair))
             continue
-        new = symbols[pair[0]] + symbols[pair[1]]
-        ids.setdefault(new, len(symbols))
-        if ids[new] == len(symbols):
-            symbols.append(new)
+        new = name(pair)
         merges.append(pair)
         for w in where.pop(pair):  # recount only the words that hold the pair
             _count_pairs(words[w], -counts[w], w, pairs, where)
-            words[w] = _merge_ids(words[w], pair, ids[new])
+            words[w] = _merge_ids(words[w], pair, new)
             for p in _count_pairs(words[w], counts[w], w, pairs, where):
                 heapq.heappush(heap, (-pairs[p], p))
-    pair_strings = tuple((symbols[a], symbols[b]) for a, b in merges)
-    return BPE(tuple(symbols), _n_initial(word_counts), pair_strings)
+    return merges
 
 
 def _start(

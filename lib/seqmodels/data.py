@@ -127,6 +127,46 @@ def kjv_web_pairs(split: str) -> tuple[tuple[int, tuple[str, ...], tuple[str, ..
     )
 
 
+# GPT-2's pre-tokenisation (Radford et al. 2019) without its English contractions: a run of letters,
+# of digits or of other symbols, each with the one space before it, or a run of whitespace
+_PRETOKEN = re.compile(rf" ?{_LETTERS}| ?\d+| ?[^\s\w]+|_+|\s+(?!\S)|\s+")
+
+
+def pretokenize(text: str) -> list[str]:
+    """`text` cut where byte-level BPE may not merge across (GPT-2's rule, without contractions):
+    ``"In the beginning, God"`` → ``['In', ' the', ' beginning', ',', ' God']``. The pieces
+    concatenate back to `text` exactly."""
+    if not isinstance(text, str):
+        raise TypeError(f"expected text as a str, got {type(text).__name__}")
+    return _PRETOKEN.findall(text)
+
+
+def _printed(text: str) -> str:
+    """A verse as printed, without the translators' italics brackets."""
+    return text.replace("\u2019", "'").replace("[", "").replace("]", "")
+
+
+@lru_cache(maxsize=3)
+def kjv_text(split: str) -> str:
+    """The verses of one split of the KJV as printed (cased, punctuated, without the italics
+    brackets), one verse a line, each line ended by ``\n``: the text of byte-level models."""
+    if split not in SPLITS:
+        raise ValueError(f"expected split to be one of {SPLITS}, got {split!r}")
+    return "".join(
+        _printed(text) + "\n"
+        for _, chapter_index, text in _chapter_indices()
+        if split_of_chapter(chapter_index) == split
+    )
+
+
+@lru_cache(maxsize=3)
+def web_text(split: str) -> str:
+    """The World English Bible's translation of one split's verses (`kjv_web_pairs`' verses), as
+    printed, one verse a line, as :func:`kjv_text` writes the KJV."""
+    web = _web_verses()
+    return "".join(_printed(web[verse_id]) + "\n" for verse_id, _, _ in kjv_web_pairs(split))
+
+
 def _split_texts(split: str, lower: bool) -> Iterator[list[str]]:
     if split not in SPLITS:
         raise ValueError(f"expected split to be one of {SPLITS}, got {split!r}")

@@ -456,11 +456,24 @@ class GuardedExecute(SlicedWaits, Execute):
     def _evaluation_request(self, task: str, resources: dict, index: int) -> None:
         """After a training task's test cell: send the held-out contexts, the probe and the last
         batch (`seqmodels.grading.heldout`), and keep the answer for `JudgeCaptures`."""
-        from .heldout import evaluation_request
+        from .heldout import HELDOUT, NoRequest, checkpoint_problem, evaluation_request
         from .records import capture_records
+        from .training import data_from
 
         spec = stored_manifest(self.references_root, resources)["tasks"][task]["training"]
-        nonce, source = evaluation_request(task, spec)
+        refused = state(resources).setdefault("refused", {})
+        if not HELDOUT[spec["heldout"]].trained_here:  # a checkpoint: checked before it is asked
+            folder = resources.get("metadata", {}).get("path") or "."
+            problem = checkpoint_problem(folder, data_from(spec["data"]))
+            if problem:
+                refused[task] = problem
+                return
+        records = list(capture_records(self.nb.cells[index].get("outputs", []), task))
+        try:
+            nonce, source = evaluation_request(task, spec, records)
+        except NoRequest as why:
+            refused[task] = str(why)
+            return
         answer = list(capture_records(self._grader_request(source, index), task))
         state(resources).setdefault("answers", {})[task] = (nonce, answer)
 
@@ -631,7 +644,7 @@ class JudgeCaptures(NbGraderPreprocessor):
         """A training task: its tiers, paid from the curve its test cell captured and the answer to
         the grader's evaluation request (`seqmodels.grading.heldout`)."""
         from .compare import decode
-        from .heldout import judge
+        from .heldout import judge, pay
         from .records import capture_records
 
         records = list(capture_records(kernel, name))
@@ -645,7 +658,11 @@ class JudgeCaptures(NbGraderPreprocessor):
         spec = task["training"]
         nonce, answer = grader.get("answers", {}).get(name, ("", []))
         required = all(grader.get("all_passed", {}).get(t, False) for t in spec["requires"])
-        outcome = judge(spec, task["reference"], curve, answer, nonce, required)
+        refused = grader.get("refused", {}).get(name)
+        if refused:  # no request was sent (a checkpoint over the cap, no tokenizer): say why
+            outcome = pay(spec, task["reference"], refused, required)
+        else:
+            outcome = judge(spec, task["reference"], curve, answer, nonce, required)
         reasons = self._reasons(task, records, None)
         points = 0.0 if reasons else round(outcome.points, 4)
         grader["scores"][grade_id] = (points, bool(reasons))

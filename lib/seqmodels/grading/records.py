@@ -26,7 +26,7 @@ SCHEMA = {
     "additionalProperties": False,
     "properties": {
         "task": {"type": "string", "maxLength": 100},
-        "kind": {"enum": ["start", "case", "done", "window", "curve", "rows"]},
+        "kind": {"enum": ["start", "case", "done", "window", "curve", "rows", "tokenizer"]},
         "case": {"type": "string", "maxLength": 500},
         "data": {"type": "string", "maxLength": 8_000_000},
         "error": {"type": "string", "maxLength": 4000},

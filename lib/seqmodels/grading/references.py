@@ -71,7 +71,8 @@ def _solution_client(*args, **kwargs):
                 if record["kind"] != "start" or "training" not in record:
                     continue
                 spec = training_spec(record["training"], source_hash(self.nb))
-                nonce, source = heldout.evaluation_request(record["task"], spec)
+                task_records = list(capture_records(cell.get("outputs", []), record["task"]))
+                nonce, source = heldout.evaluation_request(record["task"], spec, task_records)
                 request = new_code_cell(source)
                 await super().async_execute_cell(request, cell_index, store_history=False)
                 self.nb.cells[cell_index] = cell  # nbclient stores the cell it ran at the index
@@ -82,22 +83,46 @@ def _solution_client(*args, **kwargs):
     return client
 
 
-def _training_reference(task: str, spec: dict, curve, answer: tuple[str, list]) -> dict:
-    """The solution's own outcome of a training task: what its tiers are measured against."""
+def _training_reference(
+    task: str, spec: dict, curve, answer: tuple[str, list], cell_records: list[dict] = ()
+) -> dict:
+    """The solution's own outcome of a training task: what its tiers are measured against
+    (`cell_records`: its test cell's own records, where a capstone's tokenizer is)."""
     from . import heldout
     from .records import capture_records
 
     nonce, outputs = answer
-    reference = heldout.measure(spec, curve, list(capture_records(outputs, task)), nonce)
+    records = list(capture_records(outputs, task)) + list(cell_records)
+    reference = heldout.measure(spec, curve, records, nonce)
     if isinstance(reference, str):
         raise RuntimeError(f"the solution's training task {task} failed: {reference}")
-    reference["bar"] = heldout.reference_bar(spec)
-    outcome = heldout.judge(
-        spec, reference, curve, list(capture_records(outputs, task)), nonce, True
-    )
+    reference["bar"] = heldout.reference_bar(spec, records)
+    outcome = heldout.judge(spec, reference, curve, records, nonce, True)
     if outcome.points != sum(spec["tiers"]["points"].values()):
         raise RuntimeError(f"the solution does not earn every tier of {task}: {outcome.lines}")
     return reference
+
+
+SUBMISSION_FILES = "submission"  # in references/: files a student submits beside the notebook
+
+
+def _solution_folder(solution: Path) -> tuple[Path, dict[str, str]]:
+    """Where the solution runs, and the SHA-256 of the files it reads there: its own folder, or,
+    when ``references/submission/`` holds the files a student submits beside the notebook (Problem
+    Set 6's checkpoint, trained before grading), a fresh folder with copies of them (they stay out of
+    the student release with the rest of ``references/``)."""
+    import shutil
+    import tempfile
+
+    given = solution.parent / "references" / SUBMISSION_FILES
+    if not given.is_dir():
+        return solution.parent, {}
+    folder = Path(tempfile.mkdtemp(prefix=f"seqmodels-{solution.stem}-"))
+    inputs = {}
+    for path in sorted(given.iterdir()):
+        shutil.copy(path, folder / path.name)
+        inputs[path.name] = file_sha256(path)
+    return folder, inputs
 
 
 def build(
@@ -117,11 +142,12 @@ def build(
 
     notebook = nbformat.read(solution, as_version=4)
     executed = copy.deepcopy(notebook)
+    folder, inputs = _solution_folder(solution)
     client = _solution_client(
         executed,
         timeout=timeout,
         kernel_name="python3",
-        resources={"metadata": {"path": str(solution.parent)}},
+        resources={"metadata": {"path": str(folder)}},
     )
     client.execute(
         env={
@@ -135,6 +161,7 @@ def build(
     tasks: dict[str, dict] = {}
     seconds: dict[str, float] = {}
     curves: dict[str, torch.Tensor] = {}
+    cell_records: dict[str, list[dict]] = {}
     for index, cell in enumerate(executed.cells):
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code" and meta.get("grade_id"):
@@ -155,6 +182,8 @@ def build(
                 entry["forbidden"] = sorted(record["forbidden"])
             if record["kind"] == "start" and record.get("training"):
                 entry["training"] = training_spec(record["training"], source_hash(notebook))
+            if record["kind"] == "tokenizer":
+                cell_records.setdefault(task, []).append(record)
             if record["kind"] == "curve":
                 if "error" in record:
                     raise RuntimeError(f"the solution's loss curve of {task}: {record['error']}")
@@ -184,7 +213,7 @@ def build(
         if "training" in entry:
             answer = client.answers.get(task, ("", []))
             entry["reference"] = _training_reference(
-                task, entry["training"], curves.get(task), answer
+                task, entry["training"], curves.get(task), answer, cell_records.get(task, [])
             )
     manifest = {
         "notebook": solution.stem,
@@ -194,6 +223,8 @@ def build(
         "seconds": {"cells": seconds, "total": round(sum(client.seconds.values()), 2)},
         "tasks": tasks,
     }
+    if inputs:
+        manifest["submission_files"] = inputs
     return tensors, manifest
 
 

@@ -50,7 +50,9 @@ ALLOW = [
     "requirements.txt",
 ]
 #: modules of the library that only the grader runs (the sandbox's list: no kernel needs them) and
-#: the release's own; the test cells' `Checker` (``capture``, with ``compare`` and ``rules``) ships
+#: the release's own; the test cells' `Checker` (``capture``, with ``compare`` and ``rules``) ships.
+#: `seqmodels.bytebpe` is what Problem Set 6's Tasks 1-2 ask students to write: the grader encodes
+#: held-out text with it, and a student repository without it has nothing to paste
 INSTRUCTOR_ONLY = [
     "seqmodels.grading.cluster",
     "seqmodels.grading.kernel_forks",
@@ -65,6 +67,7 @@ INSTRUCTOR_ONLY = [
     "seqmodels.grading.release",
     "seqmodels.grading.leaks",
     "seqmodels.grading.after_deadline",
+    "seqmodels.bytebpe",  # the grader's own encoder of Problem Set 6's held-out text: its answer
 ]
 #: what the site leaves behind: Sphinx's error logs of chapters that failed to execute
 SITE_SKIP = {"reports"}

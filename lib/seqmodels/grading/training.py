@@ -232,7 +232,26 @@ class G2PPairs:
         return next(islice(self.batches(), self.steps - 1, None))
 
 
+@dataclass(frozen=True)
+class CapstoneText:
+    """Problem Set 6's held-out evaluation of a model trained before grading (the capstone): no
+    training at grading time. The student's checkpoint (`checkpoint`, a regular file of at most
+    `max_bytes` in the notebook's folder; the grader checks it before its request) holds byte-level
+    BPE merges (at most `max_merges`, `seqmodels.bytebpe`) and a model over their ``256 + merges``
+    ids that reads `context` tokens; the grader encodes `sequences` stretches of held-out text with
+    the student's own merges (`Training.tokenizer`) and measures bits per byte, which do not depend
+    on the tokenizer."""
+
+    context: int = 128
+    sequences: int = 100
+    max_merges: int = 2048
+    checkpoint: str = "capstone.safetensors"
+    max_bytes: int = 16 * 2**20
+    steps: int = 0  # nothing is trained at grading time: no loss curve
+
+
 DATA = {
+    "CapstoneText": CapstoneText,
     "KJVWindows": KJVWindows,
     "KJVStream": KJVStream,
     "AgreementSentences": AgreementSentences,
@@ -240,7 +259,9 @@ DATA = {
 }
 
 
-def data_from(spec: dict) -> KJVWindows | KJVStream | AgreementSentences | G2PPairs:
+def data_from(
+    spec: dict,
+) -> KJVWindows | KJVStream | AgreementSentences | G2PPairs | CapstoneText:
     """The data specification a manifest stores (``{"kind": "KJVWindows", ...fields}``)."""
     fields = dict(spec)
     kind = fields.pop("kind", None)
@@ -310,6 +331,17 @@ class Training:
             {k: f for k, f in named.items() if f is not None},
             torch.device(device),
         )
+
+    def tokenizer(self, merges) -> None:
+        """Capture the byte-level BPE merges of a `CapstoneText` task's model (pairs of ids, merge
+        ``k`` making id ``256 + k``): the grader encodes its held-out text with them."""
+        record: dict[str, object] = {"task": self.task, "kind": "tokenizer"}
+        try:
+            pairs = torch.as_tensor([[int(a), int(b)] for a, b in merges], dtype=torch.int64)
+            record["data"] = base64.b64encode(save({"merges": pairs.reshape(-1, 2)})).decode()
+        except Exception as error:  # noqa: BLE001 - the student's merges are the result
+            record["error"] = f"{type(error).__name__}: {error}"
+        display({MIME: record}, raw=True)
 
     def done(self) -> None:
         display({MIME: {"task": self.task, "kind": "done"}}, raw=True)
