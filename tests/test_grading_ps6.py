@@ -11,13 +11,14 @@ The full profile grades the capstone's tiers on the checkpoint a submission brin
 earns every tier, the blank none; a model that reads the token it is asked to predict fails the
 causality probe; a training step that does not learn fails Task 4, which holds the metric tiers;
 and the files the grader checks before it asks — no checkpoint, a checkpoint that is a symbolic
-link, one over the 16 MiB cap, weights kept beside it — earn nothing, each with its reason in the
+link, one over the 16 MiB cap, weights kept beside it (over 1 MiB) — earn nothing, each with its reason in the
 feedback. The capstone's judgement on answers made in this process is in
 tests/test_grading_capstone.py.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from html import unescape
@@ -84,8 +85,12 @@ class TestRoundTrip(helpers.RoundTrip):
 
 
 def _capstone_section(graded, student: str) -> str:
+    """The capstone's verdict table, as text: from its "capstone: p of 4 points" head."""
     html = helpers.feedback(graded["course"], student, PS)
-    return unescape(re.sub(r"<[^>]+>", " ", html.split("capstone: ", 1)[1].split("</table>", 1)[0]))
+    head = re.search(rf"capstone: [\d.]+ of {CAPSTONE:g} points", html)
+    assert head, html[-3000:]
+    table = html[head.start() + len("capstone: ") :].split("</table>", 1)[0]
+    return unescape(re.sub(r"<[^>]+>", " ", table))
 
 
 def _capstone_points(graded, student: str) -> float:
@@ -123,7 +128,7 @@ def full(tmp_path_factory):
     with open(submitted / "over-the-cap" / PS / "capstone.safetensors", "r+b") as f:
         f.truncate(17 * 2**20)  # the real checkpoint, then zeros: still loads, but over the cap
     with open(submitted / "weights-beside" / PS / "more_weights.bin", "wb") as f:
-        f.truncate(17 * 2**20)
+        f.truncate(2 * 2**20)  # under the driver's 20 MB for a whole submission
     env = {**LIMITS, "SEQMODELS_GRADING_PROFILE": "full"}
     run(course, str(BIN / "python"), "-m", "seqmodels.grading.run", PS, "--jobs", "2", env=env)
     return {"course": course, "rows": read_csv(course, PS)}
@@ -155,7 +160,7 @@ def test_a_training_step_that_does_not_learn_holds_the_metric_tiers(full):
         ("no-checkpoint", "no checkpoint `capstone.safetensors`"),
         ("linked-checkpoint", "capstone.safetensors"),
         ("over-the-cap", "17.0 MiB, over the cap of 16 MiB"),
-        ("weights-beside", "other files hold 17.0 MiB"),
+        ("weights-beside", "other files hold 2.0 MiB, over their cap of 1 MiB"),
     ],
 )
 def test_files_the_grader_refuses_earn_nothing_and_the_feedback_says_why(full, student, why):
@@ -184,4 +189,13 @@ def test_stored_references_belong_to_the_current_solution():
     assert training["requires"] == ["train_step", "gpt_log_probs"]
     reference = tasks["capstone"]["reference"]
     assert reference["bits_per_byte"] < reference["bar"]
+    # the figures the notebook states are the stored reference's and its log's
+    source = nbformat.read(ROOT / "solutions" / PS / f"{PS}.ipynb", as_version=4)
+    text = "\n".join(c.source for c in source.cells if c.cell_type == "markdown")
+    log = (ROOT / "solutions" / PS / "references" / "submission" / "capstone_log.json").read_text()
+    last = json.loads(log)["validation"][-1]["bits_per_byte"]
+    assert f"reference's ({reference['bits_per_byte']:.2f})" in text
+    assert f"reference's tokens ({reference['bar']:.2f})" in text
+    assert f"reaches {reference['bits_per_byte']:.2f} on the grader's stretches" in text
+    assert f"at {last:.2f} bits per byte on the KJV's validation" in text
     assert set(manifest["submission_files"]) == {"capstone.safetensors", "capstone_log.json"}

@@ -729,8 +729,9 @@ HELDOUT["g2p_test_words"] = HeldOut(
 def checkpoint_problem(folder, data: CapstoneText) -> str | None:
     """Why the checkpoint in the notebook's `folder` (the submission, as the grader copied it) may
     not be evaluated, or None: it must be a regular file (not a link) of at most `max_bytes`, and
-    the folder's other files (the notebooks aside) may not hold more than that either (weights kept
-    beside the checkpoint). Read with `os.lstat`: nothing is followed or opened."""
+    the folder's other files (the notebooks aside) at most `max_other_bytes` (weights kept
+    beside the checkpoint). Read with `os.lstat`: nothing is followed or opened. (The grading
+    driver also sets aside, whole, any submission over its own limit, 20 MB by default.)"""
     import os
     import stat
     from pathlib import Path
@@ -755,8 +756,11 @@ def checkpoint_problem(folder, data: CapstoneText) -> str | None:
                 others += os.lstat(path).st_size
             except OSError:
                 continue
-    if others > data.max_bytes:
-        return f"the submission's other files hold {others / 2**20:.1f} MiB, over the cap of {cap}"
+    if others > data.max_other_bytes:
+        return (
+            f"the submission's other files hold {others / 2**20:.1f} MiB, over their cap of "
+            f"{data.max_other_bytes / 2**20:g} MiB (weights belong in the checkpoint)"
+        )
     return None
 
 
@@ -836,6 +840,9 @@ def capstone_measure(spec: dict, merges: tuple, rows: dict[str, torch.Tensor]) -
     ev = capstone_evaluation(spec, merges)
     for call, inputs in ev.calls.items():
         got, shape = rows.get(call), (*inputs.shape, ev.vocab_size)
+        if got is not None and got.ndim == 3 and tuple(got.shape[1:]) == shape[1:]:
+            if len(got) < len(inputs):  # the request's time ran out before the last chunks
+                return f"the model answered {len(got)} of the {len(inputs)} stretches of {call!r}"
         if got is None or tuple(got.shape) != shape:
             return f"the model must return log-probabilities of shape {shape} for {call!r}"
         normaliser = torch.logsumexp(got.double(), dim=-1)

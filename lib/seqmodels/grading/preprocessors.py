@@ -370,7 +370,7 @@ class GuardedExecute(SlicedWaits, Execute):
             self._trace_window(cell, resources, index, "open")
             super().preprocess_cell(cell, resources, index)
             if training:
-                self._evaluation_request(training, resources, index)
+                self._evaluation_request(training, resources, index, cell)
             return cell, resources
         except DeadKernelError:
             self._stopped = "the kernel died in an earlier cell"
@@ -453,7 +453,7 @@ class GuardedExecute(SlicedWaits, Execute):
                 self._idle.discard(index)
         return list(request.outputs)
 
-    def _evaluation_request(self, task: str, resources: dict, index: int) -> None:
+    def _evaluation_request(self, task: str, resources: dict, index: int, cell) -> None:
         """After a training task's test cell: send the held-out contexts, the probe and the last
         batch (`seqmodels.grading.heldout`), and keep the answer for `JudgeCaptures`."""
         from .heldout import HELDOUT, NoRequest, checkpoint_problem, evaluation_request
@@ -468,7 +468,7 @@ class GuardedExecute(SlicedWaits, Execute):
             if problem:
                 refused[task] = problem
                 return
-        records = list(capture_records(self.nb.cells[index].get("outputs", []), task))
+        records = list(capture_records(cell.get("outputs", []), task))
         try:
             nonce, source = evaluation_request(task, spec, records)
         except NoRequest as why:
@@ -661,8 +661,9 @@ class JudgeCaptures(NbGraderPreprocessor):
         refused = grader.get("refused", {}).get(name)
         if refused:  # no request was sent (a checkpoint over the cap, no tokenizer): say why
             outcome = pay(spec, task["reference"], refused, required)
-        else:
-            outcome = judge(spec, task["reference"], curve, answer, nonce, required)
+        else:  # the answer's rows, and the test cell's tokenizer (a capstone's merges)
+            own = [r for r in records if r["kind"] == "tokenizer"]
+            outcome = judge(spec, task["reference"], curve, [*own, *answer], nonce, required)
         reasons = self._reasons(task, records, None)
         points = 0.0 if reasons else round(outcome.points, 4)
         grader["scores"][grade_id] = (points, bool(reasons))
