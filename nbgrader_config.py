@@ -72,6 +72,7 @@ c.FileNameCollectorPlugin.named_regexp = (
     r".*/(?P<student_id>[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,99})[/_]"
     r"(?P<file_id>ps[0-9]+\.ipynb|capstone\.safetensors|capstone_log\.json)$"
 )
+c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".safetensors", ".json"]
 GRADING.mkdir(exist_ok=True)
 c.CourseDirectory.db_url = os.environ.get(
     "SEQMODELS_GRADEBOOK_URL", f"sqlite:///{GRADING / 'gradebook.db'}?timeout=60"

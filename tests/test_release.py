@@ -85,6 +85,9 @@ def test_the_allow_list_keeps_only_what_students_need():
         "lib/seqmodels/grading/preprocessors.py",
         "lib/seqmodels/grading/references.py",
         "lib/seqmodels/grading/release.py",
+        "lib/seqmodels/grading/heldout.py",
+        "lib/seqmodels/bytebpe.py",  # Problem Set 6's answer, the grader's encoder
+        "solutions/ps6/references/submission/capstone.safetensors",
         "lib/seqmodels/notes.txt",
     ]
     assert [p for p in shipped if not release.allowed(p)] == []
@@ -95,7 +98,7 @@ def test_every_problem_set_has_secrets_to_search_for(secrets):
     for ps in problem_sets():
         kinds = {kind for kind, where in secrets.lines.values() if where.startswith(f"{ps} ")}
         assert {"solution", "hidden test"} <= kinds, (ps, kinds)
-    references = list(ROOT.glob("solutions/*/references/*"))
+    references = [p for p in ROOT.glob("solutions/*/references/**/*") if p.is_file()]
     assert len(secrets.blobs) == len(references) > 0
 
 
@@ -364,7 +367,8 @@ def course(tmp_path) -> Path:
 @pytest.mark.grading
 def test_zip_collect_takes_the_files_students_upload(course, tmp_path):
     """An LMS download as the README describes: <student>/ps1.ipynb and <student>_ps1.ipynb in
-    archives; a renamed notebook is skipped (nbgrader's log names it)."""
+    archives, and the capstone's checkpoint and log named alike; a renamed notebook and any other
+    file are skipped (nbgrader's log names the notebook)."""
     notebook = (course / "assignments" / "ps1" / "ps1.ipynb").read_bytes()
     archive = course / "grading" / "downloaded" / "ps1" / "archive"
     archive.mkdir(parents=True)
@@ -372,6 +376,10 @@ def test_zip_collect_takes_the_files_students_upload(course, tmp_path):
         z.writestr("alice/ps1.ipynb", notebook + b" ")
         z.writestr("bob.smith_ps1.ipynb", notebook + b"  ")
         z.writestr("carol/ps1 (1).ipynb", notebook)
+        # Problem Set 6 submits a checkpoint and its log beside the notebook
+        z.writestr("alice/capstone.safetensors", b"weights")
+        z.writestr("bob.smith_capstone_log.json", b"{}")
+        z.writestr("alice/notes.txt", b"not collected")
     with tarfile.open(archive / "late.tar.gz", "w:gz") as tar:
         info = tarfile.TarInfo("dave_ps1.ipynb")
         info.size = len(notebook)
@@ -385,6 +393,11 @@ def test_zip_collect_takes_the_files_students_upload(course, tmp_path):
         "dave/ps1/ps1.ipynb": notebook,
     }
     assert "ps1 (1).ipynb" in log and "did not match" in log
+    beside = {p.relative_to(submitted).as_posix() for p in submitted.rglob("*") if p.is_file()}
+    assert beside - set(got) == {
+        "alice/ps1/capstone.safetensors",
+        "bob.smith/ps1/capstone_log.json",
+    }
 
 
 @pytest.mark.grading

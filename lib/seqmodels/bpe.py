@@ -122,19 +122,14 @@ def learn_merges(
     num_merges: int,
     name: Callable[[Pair], int],
 ) -> list[Pair]:
-    """The merge loop (eq-ch6-bpe-merge), shared with the byte-level tokenizer.
-
-    Up to `num_merges` times, merge the most frequent adjacent pair of ids
-    (counted once per occurrence in each word, weighted by the word's count;
-    on equal counts the pair of smaller ids, left id first) into the id
-    ``name(pair)``, until no pair is left. `words` (lists of ids) are merged
-    in place."""
+    """The merge loop (eq-ch6-bpe-merge): up to `num_merges` times, the most
+    frequent pair of ids (ties: the smaller pair) becomes id ``name(pair)`` in
+    every word that holds it. `words` (lists of ids) are merged in place."""
     pairs: Counter[Pair] = Counter()
     where: defaultdict[Pair, set[int]] = defaultdict(set)
     for w in range(len(words)):
         _count_pairs(words[w], counts[w], w, pairs, where)
-    # most frequent first, then smallest ids
-    heap = [(-n, pair) for pair, n in pairs.items()]
+    heap = [(-n, pair) for pair, n in pairs.items()]  # most frequent first
     heapq.heapify(heap)
     merges: list[Pair] = []
     while heap and len(merges) < num_merges:

@@ -503,10 +503,11 @@ def pay(spec: dict, reference: dict, got: dict | str, required_passed: bool) -> 
     # better than the reference's by more than the tolerance is not what the cell's budget trains
     # (a checkpoint trained before grading states its own `ceiling`, what the stated budget reaches)
     ceiling = tiers.get("ceiling", tiers["within"])
+    budget = "cell's" if HELDOUT[spec["heldout"]].trained_here else "stated"
     gates.append(
         (
             f"no better than the reference's {metric.name} beyond "
-            f"{metric.stated(ceiling)} (what the stated budget trains)",
+            f"{metric.stated(ceiling)} (what the {budget} budget trains)",
             not metric.beyond(value, expected, ceiling),
         )
     )

@@ -67,6 +67,7 @@ INSTRUCTOR_ONLY = [
     "seqmodels.grading.release",
     "seqmodels.grading.leaks",
     "seqmodels.grading.after_deadline",
+    "seqmodels.grading.heldout",  # the grader's half of the training tasks (it uses bytebpe)
     "seqmodels.bytebpe",  # the grader's own encoder of Problem Set 6's held-out text: its answer
 ]
 #: what the site leaves behind: Sphinx's error logs of chapters that failed to execute
