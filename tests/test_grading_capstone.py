@@ -241,3 +241,31 @@ def test_a_checkpoint_over_the_cap_and_weights_kept_beside_it_are_refused(tmp_pa
     with open(folder / "more" / "weights.bin", "wb") as f:
         f.truncate(2 * 2**20)
     assert "other files hold 2.0 MiB" in heldout.checkpoint_problem(folder, DATA)
+
+
+def test_a_lookup_table_of_the_held_out_text_earns_no_metric_tier():
+    """The WEB's test text, pasted into a notebook from a machine that has it, answers each prefix
+    with its true next token: causal (a row depends on its prefix only), so the probe holds; far
+    better than the stated budget trains, so the ceiling holds the metric tiers (PS4's lookup table
+    of the test words meets the same gate)."""
+    inputs, targets, _ = heldout._capstone_text(merges(), DATA.context, DATA.sequences, 2026)
+    table = {}
+    for row_in, row_out in zip(inputs.tolist(), targets.tolist(), strict=True):
+        for t in range(len(row_in)):
+            table[tuple(row_in[: t + 1])] = row_out[t]
+
+    def lookup(tokens):
+        rows = bigram(tokens).clone()
+        for i, row in enumerate(tokens.tolist()):
+            for t in range(len(row)):
+                known = table.get(tuple(row[: t + 1]))
+                if known is not None:
+                    rows[i, t] = math.log(0.01 / 455)
+                    rows[i, t, known] = math.log(0.99)
+        return rows
+
+    got, outcome = judged(lookup)
+    assert got["probe"] <= heldout.ROW_TOLERANCE  # it is causal: the probe cannot see it
+    assert got["bits_per_byte"] < 0.2 * REFERENCE()["bits_per_byte"]
+    assert outcome.points == RUNS
+    assert any("beyond ±25%" in text and not ok for text, ok, _ in outcome.lines)
