@@ -149,7 +149,8 @@ def _generate(app: Sphinx) -> None:
             _copy_if_changed(path, out / ps / path.relative_to(folder))
         notebook = notebooks[0]
         grades = _tasks(notebook)
-        training = "Training(" in notebook.read_text(encoding="utf-8")  # a part B that trains
+        text = notebook.read_text(encoding="utf-8")
+        training = "Training(" in text  # a part B that trains
         in_repository = f"{repository_folder(app)}/assignments/{ps}/{notebook.name}"
         trains = (
             " Part B's training cell trains your model (under a minute on one core) and says "
@@ -157,6 +158,12 @@ def _generate(app: Sphinx) -> None:
             if training
             else ""
         )
+        if "CapstoneText(" in text:  # the capstone: trained by the student, graded from a file
+            trains = (
+                " You train your model yourself, once (about ten minutes on two cores), and "
+                "submit the checkpoint it saves with the notebook; the grader loads it and "
+                "measures the model on held-out text."
+            )
         sections.append(
             f"""\
 ## {_title(notebook)}
