@@ -68,13 +68,15 @@ def tokenizer_record(pairs=None, **fields) -> dict:
     return {"task": "capstone", "kind": "tokenizer", "data": data, **fields}
 
 
-def rows_records(nonce: str, model, chunk: int = 8) -> list[dict]:
-    """What a kernel's `training.answer` sends: each call's rows, a few sequences a record."""
+def rows_records(nonce: str, model, chunk: int = 8, by_call=None) -> list[dict]:
+    """What a kernel's `training.answer` sends: each call's rows, a few sequences a record
+    (`by_call`: a model per call name, as a kernel that reads the request's names could answer)."""
     out = []
     calls = heldout.capstone_evaluation(SPEC, merges()).calls
     for call, inputs in calls.items():
+        answer = (by_call or {}).get(call, model)
         for i, start in enumerate(range(0, len(inputs), chunk)):
-            rows = model(inputs[start : start + chunk]).contiguous()
+            rows = answer(inputs[start : start + chunk]).contiguous()
             data = base64.b64encode(save({"rows": rows})).decode()
             out.append({"kind": "rows", "nonce": nonce, "call": call, "chunk": i, "data": data})
     return out
@@ -269,3 +271,18 @@ def test_a_lookup_table_of_the_held_out_text_earns_no_metric_tier():
     assert got["bits_per_byte"] < 0.2 * REFERENCE()["bits_per_byte"]
     assert outcome.points == RUNS
     assert any("beyond ±25%" in text and not ok for text, ok, _ in outcome.lines)
+
+
+def test_a_kernel_that_peeks_only_where_the_request_says_heldout_fails_the_probe():
+    """The request names its calls, so a kernel knows which one is the probe: it answers the probe
+    honestly and peeks at the next token only in the call named ``heldout``. The probe compares the
+    two calls' rows at the positions both keep, so the peeking shows there all the same."""
+
+    def peeking(tokens):
+        ahead = torch.cat([tokens[:, 1:], tokens[:, -1:]], dim=1)
+        return torch.log_softmax(bigram(tokens) + 3.0 * torch.nn.functional.one_hot(ahead, 456), -1)
+
+    records = [tokenizer_record(), *rows_records("n", bigram, by_call={"heldout": peeking})]
+    got, outcome = judged(bigram, records=records)
+    assert got["probe"] > 0.1 and got["bits_per_byte"] < REFERENCE()["bits_per_byte"]
+    assert outcome.points == RUNS

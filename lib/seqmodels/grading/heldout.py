@@ -257,18 +257,12 @@ def _evaluation(
     if targets.ndim == 2:  # a sequence model: (N, T) inputs, (N, T) targets
         # the causality probe: each chosen sequence keeps its tokens 0 .. upto and gets random ones
         # after; the rows of positions 0 .. upto must not change (they may not see the future)
-        T = contexts.shape[1]
-        chosen = torch.randperm(len(targets), generator=g)[: len(targets) // 2]
-        upto = torch.randint(T - 1, (len(chosen),), generator=g)
-        probe = torch.randint(3, vocab_size, (len(chosen), T), generator=g)
-        after = torch.arange(T)[None, :] > upto[:, None]
-        probe = torch.where(after, probe, contexts[chosen])
-        order = torch.randperm(len(chosen), generator=g)
+        probe, index, upto = _sequence_probe(contexts, 3, vocab_size, g)
         return Evaluation(
-            calls={"heldout": contexts, "probe": probe[order], "last": last[:, :-1]},
+            calls={"heldout": contexts, "probe": probe, "last": last[:, :-1]},
             targets=targets,
-            probe_index=chosen[order],
-            probe_upto=upto[order],
+            probe_index=index,
+            probe_upto=upto,
             last_targets=last[:, 1:],
             vocab_size=vocab_size,
         )
@@ -285,6 +279,40 @@ def _evaluation(
         last_targets=last[:, -1],
         vocab_size=vocab_size,
     )
+
+
+def _sequence_probe(inputs: torch.Tensor, low: int, vocab_size: int, g: torch.Generator):
+    """The causality probe of a sequence model: half of `inputs`' rows, each kept up to a random
+    cut and random ids in ``[low, vocab_size)`` after it, in another order. Returns ``(probe,
+    index, upto)``: probe row i is input row index[i], kept at positions 0 .. upto[i]; the rows of
+    those positions may not change (they may not see the future)."""
+    T = inputs.shape[1]
+    chosen = torch.randperm(len(inputs), generator=g)[: len(inputs) // 2]
+    upto = torch.randint(T - 1, (len(chosen),), generator=g)
+    probe = torch.randint(low, vocab_size, (len(chosen), T), generator=g)
+    probe = torch.where(torch.arange(T)[None, :] > upto[:, None], probe, inputs[chosen])
+    order = torch.randperm(len(chosen), generator=g)
+    return probe[order], chosen[order], upto[order]
+
+
+def _probe_gap(heldout: torch.Tensor, probe: torch.Tensor, ev: Evaluation) -> torch.Tensor:
+    """How far each probe row of a sequence model is from its held-out row, at the positions it
+    keeps (equal ``-inf`` entries count as equal)."""
+    kept = torch.arange(heldout.shape[1])[None, :] <= ev.probe_upto[:, None]
+    return (probe - heldout[ev.probe_index]).abs().nan_to_num(0.0).amax(dim=-1)[kept]
+
+
+def _rows_problem(ev: Evaluation, rows: dict[str, torch.Tensor], ndim: int) -> str | None:
+    """Why the answer's rows cannot be measured (the wrong shape, rows that are not
+    distributions), or None; `ndim` counts the dimensions of a call's inputs that index rows."""
+    for call, inputs in ev.calls.items():
+        got, shape = rows.get(call), (*inputs.shape[:ndim], ev.vocab_size)
+        if got is None or tuple(got.shape) != shape:
+            return f"the model must return log-probabilities of shape {shape} for {call!r}"
+        normaliser = torch.logsumexp(got.double(), dim=-1)
+        if not bool((normaliser.abs() <= ROW_TOLERANCE).all()):
+            return "a row is not a log-probability distribution (its probabilities do not sum to 1)"
+    return None
 
 
 def evaluation_request(task: str, spec: dict, records: list[dict] = ()) -> tuple[str, str]:
@@ -403,17 +431,12 @@ def measure_rows(
     if own is not None:
         return own(spec, curve, rows)
     ev = evaluation(spec)
-    for call, contexts in ev.calls.items():
-        got, shape = rows.get(call), (*contexts.shape[: ev.targets.ndim], ev.vocab_size)
-        if got is None or tuple(got.shape) != shape:
-            return f"the model must return log-probabilities of shape {shape} for {call!r}"
-        normaliser = torch.logsumexp(got.double(), dim=-1)
-        if not bool((normaliser.abs() <= ROW_TOLERANCE).all()):
-            return "a row is not a log-probability distribution (its probabilities do not sum to 1)"
+    problem = _rows_problem(ev, rows, ev.targets.ndim)
+    if problem:
+        return problem
     heldout, probe = rows["heldout"].double(), rows["probe"].double()
     if ev.targets.ndim == 2:  # sequences: the positions up to the cut may not see what follows
-        kept = torch.arange(heldout.shape[1])[None, :] <= ev.probe_upto[:, None]
-        differs = (probe - heldout[ev.probe_index]).abs().amax(dim=-1)[kept]
+        differs = _probe_gap(heldout, probe, ev)
     else:
         real = ev.probe_index >= 0
         differs = probe[real] - heldout[ev.probe_index[real]]
@@ -818,17 +841,12 @@ def capstone_evaluation(spec: dict, merges: tuple, seed: int = 7) -> Evaluation:
     inputs, targets, _ = _capstone_text(merges, data.context, data.sequences, 2026)
     vocab_size = 256 + len(merges)
     g = torch.Generator().manual_seed(seed)
-    T = inputs.shape[1]
-    chosen = torch.randperm(len(targets), generator=g)[: len(targets) // 2]
-    upto = torch.randint(T - 1, (len(chosen),), generator=g)
-    probe = torch.randint(vocab_size, (len(chosen), T), generator=g)
-    probe = torch.where(torch.arange(T)[None, :] > upto[:, None], probe, inputs[chosen])
-    order = torch.randperm(len(chosen), generator=g)
+    probe, index, upto = _sequence_probe(inputs, 0, vocab_size, g)
     return Evaluation(
-        calls={"heldout": inputs, "probe": probe[order]},
+        calls={"heldout": inputs, "probe": probe},
         targets=targets,
-        probe_index=chosen[order],
-        probe_upto=upto[order],
+        probe_index=index,
+        probe_upto=upto,
         last_targets=torch.empty(0, dtype=torch.int64),
         vocab_size=vocab_size,
     )
@@ -840,18 +858,15 @@ def capstone_measure(spec: dict, merges: tuple, rows: dict[str, torch.Tensor]) -
     data = data_from(spec["data"])
     ev = capstone_evaluation(spec, merges)
     for call, inputs in ev.calls.items():
-        got, shape = rows.get(call), (*inputs.shape, ev.vocab_size)
-        if got is not None and got.ndim == 3 and tuple(got.shape[1:]) == shape[1:]:
+        got = rows.get(call)
+        if got is not None and tuple(got.shape[1:]) == (inputs.shape[1], ev.vocab_size):
             if len(got) < len(inputs):  # the request's time ran out before the last chunks
                 return f"the model answered {len(got)} of the {len(inputs)} stretches of {call!r}"
-        if got is None or tuple(got.shape) != shape:
-            return f"the model must return log-probabilities of shape {shape} for {call!r}"
-        normaliser = torch.logsumexp(got.double(), dim=-1)
-        if not bool((normaliser.abs() <= ROW_TOLERANCE).all()):
-            return "a row is not a log-probability distribution (its probabilities do not sum to 1)"
+    problem = _rows_problem(ev, rows, 2)
+    if problem:
+        return problem
     heldout, probe = rows["heldout"].double(), rows["probe"].double()
-    kept = torch.arange(heldout.shape[1])[None, :] <= ev.probe_upto[:, None]
-    differs = (probe - heldout[ev.probe_index]).abs().nan_to_num(0.0).amax(dim=-1)[kept]
+    differs = _probe_gap(heldout, probe, ev)
     _, targets, sizes = _capstone_text(merges, data.context, data.sequences, 2026)
     nats = -float(heldout.gather(-1, targets[..., None]).sum())
     return {
