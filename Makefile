@@ -1,5 +1,7 @@
 # Sequence Models for NLP — build the book, run the checks, release and grade problem sets.
 #   make book          build the website into _build/html, executing every chapter
+#   make book-instructor  the instructor's edition (worked solutions, teaching guide) into
+#                      _build/instructor/_build/html, reusing the chapters' execution cache
 #   make test          every check: lint, library tests, grading round trip, book build, site in a browser
 #   make assignments   regenerate every problem set's references and student release
 #   make grade PS=ps1  grade every submission under grading/submitted/ on Dask workers (a local cluster,
@@ -24,7 +26,7 @@ BOOK_INPUTS := _config.yml _toc.yml requirements.txt $(shell find book lib assig
   -not -path 'book/_generated/*' -not -path '*/__pycache__/*' -not -path '*.egg-info/*' \
   -not -path '*/.ipynb_checkpoints/*' 2>/dev/null)
 
-.PHONY: venv book test lint pytest site-test clean assignments grade release
+.PHONY: venv book book-instructor test lint pytest site-test clean assignments grade release
 
 venv: $(STAMP)
 
@@ -37,14 +39,25 @@ $(STAMP): requirements.txt pyproject.toml
 # Jupyter Book's cache keys a chapter on its code cells only; book/_ext/execution_cache.py also keys
 # each chapter on the lib/ modules it imports (transitively) and requirements.txt, and re-executes
 # just the chapters whose key changed.
+# $(call build_book,OUTPUT,EDITION): the book into OUTPUT/html; on failure, name each page that failed to execute
+define build_book
+@rm -rf $(1)/html/reports
+@SEQMODELS_EDITION=$(2) $(BIN)/jupyter-book build . $(if $(filter-out _build,$(1)),--path-output $(dir $(1))) --builder html -W -n --keep-going || { \
+  echo; echo "BOOK BUILD FAILED ($(1)/html)."; \
+  for log in $$(find $(1)/html/reports -name '*.err.log' 2>/dev/null); do \
+    echo "  page failed to execute: $${log#$(1)/html/reports/}  (traceback in $$log)"; \
+  done | sed 's/\.err\.log  (/.md  (/'; exit 1; }
+endef
+
 book: $(STAMP)
-	@rm -rf _build/html/reports
-	@$(BIN)/jupyter-book build . --builder html -W -n --keep-going || { \
-	  echo; echo "BOOK BUILD FAILED."; \
-	  for log in $$(find _build/html/reports -name '*.err.log' 2>/dev/null); do \
-	    echo "  chapter failed to execute: $${log#_build/html/reports/}  (traceback in $$log)"; \
-	  done | sed 's/\.err\.log  (/.md  (/'; exit 1; }
+	$(call build_book,_build,student)
 	@touch $(BOOK_BUILT)
+
+# The instructor's edition: the book with the worked solutions and the teaching guide
+# (book/instructor/, book/_ext/editions.py), from the same sources and execution cache, into its own
+# folder. It never writes into the student site's _build/html.
+book-instructor: $(STAMP)
+	$(call build_book,_build/instructor/_build,instructor)
 
 lint: $(STAMP)
 	$(BIN)/ruff check lib tests benchmarks book/_ext nbgrader_config.py
@@ -56,7 +69,7 @@ pytest: $(STAMP)
 site-test: $(STAMP)
 	$(BIN)/python -m pytest -m "browser or built" -n 2  # two browsers: the pages load in half the time
 
-test: lint pytest book site-test
+test: lint pytest book book-instructor site-test
 
 # References come from running each solution notebook through the same capture as grading; the
 # release is nbgrader's. Both are deterministic: regenerating an unchanged source changes nothing.

@@ -24,10 +24,12 @@ from claims import (  # noqa: E402
     reading_minutes,
     stray_numbers,
 )
+from editions import instructor_pages  # noqa: E402
 
 from seqmodels.glue import BUILD_FLAG, ClaimFailed, claim, in_book_build  # noqa: E402
 
-PAGES = page_files(ROOT)  # every page of every chapter (landing pages and subpages)
+# every page of every chapter (landing pages and subpages), and the instructor's edition's pages
+PAGES = page_files(ROOT) + [p for d in instructor_pages(ROOT) if (p := ROOT / f"{d}.md").is_file()]
 CHAPTERS = chapter_pages(ROOT)
 
 
@@ -83,6 +85,14 @@ x = 99
 print(77)
 ```
 <!-- a comment with 5 -->
+
+:::{solution} ch04-ex1
+:label: ch04-ex1-solution
+:::
+
+```{solution-start} ch04-ex2
+:label: ch04-ex2-solution
+```
 """
     assert tokens(text) == []
 

@@ -116,3 +116,17 @@ def test_a_changed_key_re_executes_that_chapter_and_no_other(tmp_path):
     assert "library code changed for: ch97_one;" in log
     # ch97 is read again and re-executed; ch98, unchanged, is not even read
     assert log.count("Executed notebook") == 1 and "Using cached notebook" not in log
+
+
+def test_the_instructors_edition_also_keys_its_solution_pages(monkeypatch):
+    from execution_cache import executed_pages
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("SEQMODELS_EDITION", "student")
+    student = executed_pages(root)
+    assert student and not any("instructor" in p.parts for p in student)
+    monkeypatch.setenv("SEQMODELS_EDITION", "instructor")
+    instructor = executed_pages(root)
+    assert instructor[: len(student)] == student
+    added = {p.relative_to(root).as_posix() for p in instructor[len(student) :]}
+    assert "book/instructor/solutions/ch04.md" in added

@@ -94,3 +94,21 @@ def test_a_glued_figure_becomes_an_attachment_with_its_number_and_caption():
     assert text == "![A wall.](attachment:fig_wall.svg)\n\n**Fig. 1.3:** The wall."
     encoded = attachments["fig_wall.svg"]["image/svg+xml"]
     assert base64.b64decode(encoded) == b"<svg xmlns='x'/>"  # JupyterLab reads base64 data URLs
+
+
+def test_an_exercise_reads_as_its_number_its_text_and_its_hint():
+    res = resolved(
+        numbers={"ch04-ex1": ("exercise", "4.1")}, numfig_format={"exercise": "Exercise %s"}
+    )
+    source = """::::{exercise}
+:label: ch04-ex1
+
+Derive {eq}`eq-chain`.
+
+:::{dropdown} Hint
+Multiply the norms.
+:::
+::::"""
+    text, _ = to_markdown(source, res)
+    assert text == ("**Exercise 4.1.**\n\nDerive Eq. 1.1.\n\n> **Hint**\n>\n> Multiply the norms.")
+    assert res.problems == []

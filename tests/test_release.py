@@ -118,6 +118,58 @@ def test_every_model_answer_and_rubric_line_is_a_secret(secrets):
     assert [line for line in rubric if secrets.lines.get(line, ("",))[0] != "mark scheme"] == []
 
 
+def test_worked_solutions_are_read_from_every_solution_directive():
+    page = """# Chapter 4: worked solutions
+
+:::{solution} ch04-ex1
+:label: ch04-ex1-solution
+
+The bound follows from submultiplicativity, one factor per step.
+
+::::{dropdown} Check
+a nested directive's body is the solution's too
+::::
+:::
+
+```{solution-start} ch04-ex2
+:label: ch04-ex2-solution
+```
+
+Prose between the gated directives.
+
+```{code-cell} ipython3
+decay = spectral_norms(rnn)
+```
+
+```{solution-end}
+```
+
+A sentence after the solutions is not one of them.
+"""
+    lines = leaks.worked_solution_lines(page)
+    assert "The bound follows from submultiplicativity, one factor per step." in lines
+    assert "a nested directive's body is the solution's too" in lines
+    assert "Prose between the gated directives." in lines
+    assert "decay = spectral_norms(rnn)" in lines
+    assert "A sentence after the solutions is not one of them." not in lines
+    assert "# Chapter 4: worked solutions" not in lines
+
+
+def test_every_worked_solution_line_is_a_secret(secrets):
+    """The instructor's edition: each long line of every `{solution}` body is searched for in the
+    release and the student site (unless a chapter or the library holds it too)."""
+    pages = sorted(ROOT.glob("book/instructor/solutions/*.md"))
+    assert len(pages) == 9
+    for page in pages:
+        lines = [
+            leaks._normal(line)
+            for line in leaks.worked_solution_lines(page.read_text(encoding="utf-8"))
+            if len(leaks._normal(line)) >= leaks.MIN_LINE
+        ]
+        ours = [line for line in lines if secrets.lines.get(line, ("",))[0] == "worked solution"]
+        assert len(ours) >= 10, (page.name, len(ours), len(lines))
+
+
 def test_the_student_repository(student_release):
     out, report = student_release
     repository = out / release.NAME
@@ -243,6 +295,12 @@ def _plant(tmp_path: Path, student_release, secrets) -> dict[str, Path]:
     )
     (site / "page.html").write_text(f"<html><pre>{page}\n</pre></html>")
     cases["site in html"] = site
+    # a search index that holds a line of a worked solution of the instructor's edition
+    worked = next(line for line, (kind, _) in secrets.lines.items() if kind == "worked solution")
+    index = tmp_path / "worked solution in a page"
+    index.mkdir()
+    (index / "searchindex.js").write_text(f"Search.setIndex({json.dumps({'t': worked})})")
+    cases["worked solution in a page"] = index
     # an archive whose member holds a solution line in a notebook
     archive = tmp_path / "archive" / "sequence-models-nlp.tar.gz"
     archive.parent.mkdir()
@@ -277,6 +335,7 @@ def test_the_search_finds_every_planted_secret(tmp_path, student_release, secret
         "rubric in a readme": "a mark scheme line of",
         "site in html": "a hidden test line of",
         "solution in an archive's notebook": "a solution line of",
+        "worked solution in a page": "a worked solution line of",
     }
     for name, path in cases.items():
         findings, files = leaks.find_secrets([path], secrets)

@@ -41,6 +41,8 @@ from docutils import nodes
 FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,}|:{3,})(?P<info>.*)$")
 OPTION = re.compile(r"^\s*:(?P<name>[\w-]+):(?P<value>.*)$")
 LABEL = re.compile(r"^\s*\([^)\s]+\)=\s*$")
+# directives whose argument is a label, not a title (sphinx-exercise's solutions name an exercise)
+LABEL_ARGUMENT = {"solution", "solution-start"}
 # Roles (glued values, citations, cross-references, declared constants), inline code, inline math
 INLINE_EXEMPT = re.compile(
     r"\{[a-zA-Z][\w:.-]*\}`[^`]*`|`+[^`]+?`+|\$\$[^$]+?\$\$|(?<![\\$])\$(?:[^$\n]|\n(?!\s*\n))+?\$"
@@ -100,8 +102,9 @@ def prose_lines(source: str) -> list[tuple[int, str]]:
             info = match["info"].strip()
             prose = info.startswith("{") and not re.match(r"\{(code|math|raw)", info)
             fences.append((match["fence"], prose))
-            if prose and "}" in info and info.split("}", 1)[1].strip():
-                out.append((number + 1, info.split("}", 1)[1]))  # a directive's title
+            name, _, title = info[1:].partition("}")
+            if prose and title.strip() and name not in LABEL_ARGUMENT:
+                out.append((number + 1, title))  # a directive's title
             continue
         if in_math or stripped.startswith("$$"):
             ends = stripped.count("$$") % 2 == 1 if not in_math else "$$" in stripped
@@ -376,12 +379,14 @@ def _people_in_pasted_glue(app, doctree, docname) -> None:
 
 def _check(app, env) -> None:
     from chapters import all_pages
+    from editions import edition, instructor_pages
     from sphinx.util import logging
 
     logger = logging.getLogger(__name__)
     root = Path(app.srcdir)
     records = {}
-    for docname in all_pages(root):
+    pages = all_pages(root) + (instructor_pages(root) if edition() == "instructor" else [])
+    for docname in pages:
         path = root / f"{docname}.md"
         if docname not in env.found_docs or not path.is_file():
             continue

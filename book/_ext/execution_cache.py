@@ -6,7 +6,8 @@ cells import, the modules those import (transitively, absolute or relative impor
 of every package among them (``seqmodels.results``' stored runs), and ``requirements.txt``. Before the
 build reads any chapter (``builder-inited``) a chapter whose key changed loses its cache record and
 re-executes; the others keep theirs. So a change to ``decoding.py`` re-runs the chapters that import
-it, not all nine. (The modules reached are `seqmodels.reach`'s.)
+it, not all nine. (The modules reached are `seqmodels.reach`'s.) The instructor's edition keys its
+worked solutions the same way; both editions keep their keys in one file.
 
 A second ``builder-inited`` hook points `seqmodels.model_cache` at ``_build/.model_cache`` (``SEQMODELS_MODEL_CACHE``,
 inherited by every chapter's kernel), so a model trained on one page with some code, data and seeds
@@ -45,6 +46,11 @@ def chapter_key(source: str, lib: Path, requirements: Path) -> str:
     return source_digest(chapter_modules(source, lib), digest).hexdigest()[:16]
 
 
+# the stored runs of the instructor's worked solutions (benchmarks/solutions_chNN.py): a solution
+# page re-executes when one of them changes
+INSTRUCTOR_RESULTS = Path("book/instructor/results")
+
+
 def _cache_path(app) -> Path:
     path = Path(app.config.nb_execution_cache_path or ".jupyter_cache")
     return path if path.is_absolute() else Path(app.srcdir) / path
@@ -71,10 +77,13 @@ def _invalidate_changed_chapters(app) -> None:
     keys_file = cache_path / "chapter_keys.json"
     old = json.loads(keys_file.read_text(encoding="utf-8")) if keys_file.is_file() else {}
     new = {}
-    for chapter in page_files(root):  # every page of every chapter (`chapters`, from _toc.yml)
-        new[str(chapter.resolve())] = chapter_key(
-            chapter.read_text(encoding="utf-8"), lib, root / "requirements.txt"
-        )
+    for chapter in executed_pages(root):
+        key = chapter_key(chapter.read_text(encoding="utf-8"), lib, root / "requirements.txt")
+        if INSTRUCTOR_RESULTS.parent in chapter.relative_to(root).parents:  # its stored runs
+            stored = sorted((root / INSTRUCTOR_RESULTS).glob("*.json"))
+            key = hashlib.sha256(b"".join([key.encode(), *map(Path.read_bytes, stored)]))
+            key = key.hexdigest()[:16]
+        new[str(chapter.resolve())] = key
     changed = {path for path, key in new.items() if old.get(path) != key}
     if changed:
         cache = get_cache(str(cache_path))
@@ -88,7 +97,20 @@ def _invalidate_changed_chapters(app) -> None:
         str(Path(p).relative_to(root.resolve()).with_suffix("")) for p in changed
     }
     keys_file.parent.mkdir(parents=True, exist_ok=True)
-    keys_file.write_text(json.dumps(new, indent=1, sort_keys=True), encoding="utf-8")
+    # both editions share the cache: keep the keys of the pages this edition does not build
+    keys = {**old, **new}
+    keys_file.write_text(json.dumps(keys, indent=1, sort_keys=True), encoding="utf-8")
+
+
+def executed_pages(root: Path) -> list[Path]:
+    """Every page this edition executes: the chapters' (`chapters`, from _toc.yml) and, in the
+    instructor's edition, its own pages that have code cells."""
+    from editions import edition, instructor_pages
+
+    pages = page_files(root)
+    if edition() == "instructor":
+        pages += [p for d in instructor_pages(root) if (p := root / f"{d}.md").is_file()]
+    return pages
 
 
 def _outdated(app, env, added, changed, removed) -> list[str]:

@@ -271,6 +271,12 @@ def _directive(
         title = _inline(argument, res)
         head = f"**{number}:** {title}" if number and title else f"**{number or title}**"
         return [head, "", *_convert_block(content, res, attachments)]
+    if name == "exercise":  # sphinx-exercise: "Exercise 4.1" in bold, then its text and hint
+        number = _numbered(options.get("label", ""), res) or "Exercise"
+        inner = _convert_block(content, res, attachments)
+        while inner and not inner[0].strip():
+            inner.pop(0)
+        return [f"**{number}.**" + (f" {_inline(argument, res)}" if argument else ""), "", *inner]
     if name in ADMONITIONS or name.startswith(("admonition", "note", "tip", "warning")):
         title = _inline(argument, res) if argument else name.capitalize()
         inner = _convert_block(content, res, attachments)

@@ -289,7 +289,8 @@ Once, in a terminal (Python 3.11):
 {run}
 ```
 
-Then *Kernel → Restart Kernel and Run All Cells*."""
+Then *Kernel → Restart Kernel and Run All Cells*. On macOS, on Windows and in Colab, the site's
+*Setting up* page gives the same steps."""
 
 
 BOOK_CHECK = (
@@ -411,6 +412,7 @@ def setup(app: Sphinx) -> dict:
     # claims are enforced in the book's build and only there (`seqmodels.glue.in_book_build`): every
     # chapter kernel this build starts inherits the flag; a student's Jupyter does not have it
     os.environ[BUILD_FLAG] = "1"
+    app.setup_extension("editions")
     app.setup_extension("problem_sets")
     app.setup_extension("site_assets")
     app.setup_extension("claims")

@@ -2,7 +2,8 @@
 
 - `course_secrets`: every secret of the problem-set sources of one commit: nbgrader's region
   markers; each line of at least `MIN_LINE` characters inside a solution, hidden-test or
-  mark-scheme region, or in a whole answer cell (a model answer), that students do not have
+  mark-scheme region, or in a whole answer cell (a model answer), or in a worked solution of the
+  instructor's edition (``book/instructor/``: a ``{solution}`` body), that students do not have
   anyway (a line the task's instructions, the library or a chapter also holds is none); the bytes
   of every reference file and the digests of its manifest.
 - `find_secrets`: every file of folders and archives (archives inside them too) read for those
@@ -181,6 +182,35 @@ def notebook_secrets(notebook: dict, name: str) -> tuple[dict[str, tuple[str, st
     return secret, public
 
 
+SOLUTION_OPEN = re.compile(r"^\s*(?P<fence>`{3,}|:{3,})\{solution(?P<start>-start)?\}")
+SOLUTION_END = re.compile(r"^\s*(`{3,}|:{3,})\{solution-end\}")
+
+
+def worked_solution_lines(source: str) -> list[str]:
+    """The lines of every worked solution of a MyST page: the body of each ``{solution}``
+    directive, and everything between ``{solution-start}`` and ``{solution-end}`` (code cells
+    too)."""
+    lines = source.splitlines()
+    found: list[str] = []
+    i = 0
+    while i < len(lines):
+        opening = SOLUTION_OPEN.match(lines[i])
+        i += 1
+        if not opening:
+            continue
+        fence = opening["fence"]
+        while i < len(lines):
+            line = lines[i]
+            i += 1
+            if opening["start"] and SOLUTION_END.match(line):
+                break
+            if not opening["start"] and line.strip() == fence[0] * len(line.strip()):
+                if len(line.strip()) >= len(fence):  # the directive's own closing fence
+                    break
+            found.append(line)
+    return found
+
+
 def course_secrets(
     ref: str = "HEAD", public: Callable[[str], bool] = lambda path: False
 ) -> Secrets:
@@ -189,11 +219,16 @@ def course_secrets(
     secrets = Secrets()
     files = tracked_files(ref)
     public_code = [p for p in files if public(p)]
-    contents = blobs(ref, public_code + [p for p in files if p.startswith("solutions/")])
+    worked = [p for p in files if p.startswith("book/instructor/") and p.endswith(".md")]
+    contents = blobs(ref, public_code + worked + [p for p in files if p.startswith("solutions/")])
     # what students have anyway: the library, the chapters, and every source notebook outside its
     # regions (a task's instructions may quote a line of its solution)
     public = [_normal(line) for p in public_code for line in contents[p].decode().splitlines()]
     candidates: dict[str, tuple[str, str]] = {}
+    for path in worked:  # the instructor's edition: each exercise's worked solution
+        for line in worked_solution_lines(contents[path].decode()):
+            if len(_normal(line)) >= MIN_LINE:
+                candidates.setdefault(_normal(line), ("worked solution", path))
     for path in files:
         parts = PurePosixPath(path).parts
         if parts[0] != "solutions":

@@ -90,7 +90,8 @@ pip install torch==2.13.0                  # the tested build; first, so pip doe
 pip install "./{name}[student]"
 ```
 
-(From inside this folder, `pip install ".[student]"`.)
+(From inside this folder, `pip install ".[student]"`.) On macOS, on Windows (WSL or PowerShell)
+and in Colab, the course website's *Setting up* page gives the same steps.
 
 ## Work
 
@@ -154,10 +155,13 @@ def dirty_inputs() -> list[str]:
 
 def course_secrets(ref: str = "HEAD") -> Secrets:
     """The secrets of commit `ref`, less what a student has anyway: the released library's code
-    and the chapters."""
+    and the chapters' pages (not the instructor's edition, ``book/instructor/``)."""
     return _course_secrets(
         ref,
-        lambda p: (allowed(p) and p.endswith(".py")) or bool(re.fullmatch(r"book/[^/]+\.md", p)),
+        lambda p: (
+            (allowed(p) and p.endswith(".py"))
+            or bool(re.fullmatch(r"book/(?!instructor/)(?:[^/]+/)?[^/]+\.md", p))
+        ),
     )
 
 
