@@ -160,3 +160,14 @@ c.GuardedExecute.profile = os.environ.get("SEQMODELS_GRADING_PROFILE", "full")
 # each kernel forked from a zygote with ipykernel and torch imported (0: each one started cold)
 c.GuardedExecute.warm_kernels = os.environ.get("SEQMODELS_WARM_KERNELS", "1") != "0"
 c.JudgeCaptures.references_root = c.GuardedExecute.references_root = str(ROOT / "solutions")
+
+# Late work (seqmodels.grading.policies.PercentPerDay): a submission loses `percent_per_day` % of
+# its score for each day or part of a day after the due date (`nbgrader db assignment add ps1
+# --duedate=...`, plus any extension) and the grace period, at most `max_percent` %. Lateness
+# needs the submission's timestamp: the exchange's `nbgrader submit` writes one; `zip_collect`
+# only where its pattern has a (?P<timestamp>...) group. After `make grade`, `python -m
+# seqmodels.grading.policies late ps1` applies the policy in the course's gradebook.
+c.AssignLatePenalties.plugin_class = "seqmodels.grading.policies.PercentPerDay"
+c.PercentPerDay.percent_per_day = 10.0
+c.PercentPerDay.max_percent = 50.0
+c.PercentPerDay.grace_minutes = 15.0

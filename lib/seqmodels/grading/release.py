@@ -67,6 +67,9 @@ INSTRUCTOR_ONLY = [
     "seqmodels.grading.release",
     "seqmodels.grading.leaks",
     "seqmodels.grading.after_deadline",
+    "seqmodels.grading.similarity",  # running a course: reads every submission
+    "seqmodels.grading.policies",  # the late policy and the LMS export (nbgrader plugins)
+    "seqmodels.grading.errata",  # the check of a corrected release against the one students have
     "seqmodels.grading.heldout",  # the grader's half of the training tasks (it uses bytebpe)
     "seqmodels.bytebpe",  # the grader's own encoder of Problem Set 6's held-out text: its answer
 ]

@@ -206,6 +206,9 @@ class Recorder:
         self.sandbox, self.digests = sandbox, digests
         self.written: set[str] = set()
         self.log = ROOT / "grading" / "autograde.log"
+        from .policies import course_plugin
+
+        self.late_policy = course_plugin(ROOT)  # nbgrader_config.py's late policy
 
     def __call__(self, outcome: dict) -> None:
         student, status = outcome["student"], outcome["status"]
@@ -267,6 +270,11 @@ class Recorder:
             for name, text in values["comments"].items():
                 gradebook.find_comment(name, notebook, assignment, student).auto_comment = text
         gradebook.db.commit()
+        # the worker's scratch gradebook knows no due date: the course's late policy is applied
+        # here, on the course gradebook, which does (and `policies late` re-applies it later)
+        from .policies import apply_late_policy
+
+        apply_late_policy(gradebook, assignment, self.late_policy, student=student)
 
 
 def template_for(assignment: str) -> bytes:

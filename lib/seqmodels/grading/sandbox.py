@@ -79,17 +79,20 @@ SANDBOX_UID = 65534  # "nobody"
 GRADER_ONLY = [
     "seqmodels.grading.after_deadline",
     "seqmodels.grading.cluster",
+    "seqmodels.grading.errata",
     "seqmodels.grading.heldout",
     "seqmodels.grading.kernel_forks",
     "seqmodels.grading.kernel_relay",
     "seqmodels.grading.kernel_zygote",
     "seqmodels.grading.leaks",
     "seqmodels.grading.math_pages",
+    "seqmodels.grading.policies",
     "seqmodels.grading.preprocessors",
     "seqmodels.grading.references",
     "seqmodels.grading.release",
     "seqmodels.grading.run",
     "seqmodels.grading.sandbox",
+    "seqmodels.grading.similarity",
     "seqmodels.grading.worker",
 ]
 COURSE = "/run/course"  # the allowed course modules, read-only
