@@ -414,6 +414,7 @@ def setup(app: Sphinx) -> dict:
     os.environ[BUILD_FLAG] = "1"
     app.setup_extension("editions")
     app.setup_extension("problem_sets")
+    app.setup_extension("teaching_guide")
     app.setup_extension("site_assets")
     app.setup_extension("claims")
     app.setup_extension("execution_cache")
