@@ -74,7 +74,7 @@ def test_a_chapter_names_other_chapters_as_chapters(path):
 
 
 KEY_IDEA = re.compile(r"^:{3,}\{admonition\} Key idea\s*\n:class: key-idea\s*\n", re.M)
-UNSECTIONED = {"Summary", "Exercises", "References"}
+UNSECTIONED = {"Summary", "Self-check", "Exercises", "References"}
 
 
 def sections(text: str) -> list[tuple[str, str]]:
@@ -92,7 +92,7 @@ def sections(text: str) -> list[tuple[str, str]]:
 def test_each_section_ends_with_a_two_line_key_idea(path):
     """Each taught section closes with a key idea (an admonition of class ``key-idea``, one or two
     sentences, 8-24 words: two lines of the desktop column, which the site test measures);
-    Summary, Exercises and References do not."""
+    Summary, Self-check, Exercises and References do not."""
     if path in LANDINGS:
         return  # the chapter's opening: its sections are on the subpages
     for title, body in sections(path.read_text(encoding="utf-8")):

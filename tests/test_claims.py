@@ -323,3 +323,22 @@ def test_the_built_page_writes_numbers_for_people(chapter):
 def test_the_intro_states_the_reading_rate_the_build_uses():
     intro = (ROOT / "book" / "intro.md").read_text()
     assert f"{{const}}`{WORDS_PER_MINUTE}` words a minute" in intro
+
+
+def test_a_folded_hint_is_not_read_in_the_sitting_but_its_numbers_are_checked():
+    from claims import prose_words
+
+    page = """An exercise asks you to derive the bound.
+
+::::{exercise}
+:label: ch99-ex1
+
+Derive it.
+
+:::{dropdown} Hint
+Multiply the norms of the 12 factors, one per step.
+:::
+::::
+"""
+    assert prose_words(page) == prose_words(page.split(":::{dropdown}")[0] + ":::\n::::\n")
+    assert [s.token for s in stray_numbers(page)] == ["12"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from seqmodels.data import load_kjv
-from seqmodels.results import available, load_result
+from seqmodels.results import INSTRUCTOR_PREFIX, available, instructor_results, load_result
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,6 +19,17 @@ def test_stored_results_ship_with_the_package():
     assert "ffn_long_run" in available()
     with pytest.raises(FileNotFoundError, match="no stored result named 'nope'"):
         load_result("nope")
+
+
+def test_worked_solutions_runs_stay_in_the_instructors_repository():
+    """`benchmarks/solutions_chNN.py` stores its runs in book/instructor/results/ (never in the
+    package, whose data the student release ships); each names its script."""
+    assert not [n for n in available() if n.startswith(INSTRUCTOR_PREFIX)]
+    stored = sorted(instructor_results().glob(f"{INSTRUCTOR_PREFIX}*.json"))
+    assert stored
+    for path in stored:
+        run = load_result(path.stem)
+        assert (ROOT / run["script"]).is_file(), (path.name, run.get("script"))
 
 
 @pytest.mark.parametrize("name", ["ffn_long_run", "rnn_long_run"])

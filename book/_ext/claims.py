@@ -151,11 +151,31 @@ def stray_numbers(source: str) -> list[Stray]:
 CLAIM_PREFIX = "claim-"
 
 
+HINT = re.compile(r"^\s*(?P<fence>:{3,}|`{3,})\{dropdown\}\s+Hint\s*$")
+
+
+def without_hints(source: str) -> str:
+    """`source` with the body of each exercise's hint (a closed ``{dropdown} Hint``, read only by a
+    student who is stuck on that exercise) blanked, line numbers kept."""
+    lines = source.split("\n")
+    fence = None
+    for i, line in enumerate(lines):
+        if fence is None:
+            if m := HINT.match(line):
+                fence, lines[i] = m["fence"], ""
+        else:
+            if line.strip() == fence:
+                fence = None
+            lines[i] = ""
+    return "\n".join(lines)
+
+
 def prose_words(source: str) -> int:
     """The words a reader reads in a page's prose (`prose_lines`, roles and links reduced to their
-    words): what `reading_minutes` and the build's `MAX_PAGE_WORDS` count."""
+    words; the exercises' hints, folded away, are not read in the sitting): what
+    `reading_minutes` and the build's `MAX_PAGE_WORDS` count."""
     words = 0
-    for _, line in prose_lines(source):
+    for _, line in prose_lines(without_hints(source)):
         text = re.sub(r"\{[a-zA-Z][\w:.-]*\}`([^`<]*)(?:<[^`]*>)?`", r"\1", COMMENT.sub("", line))
         words += len(WORD.findall(LINK_TARGET.sub("", text)))
     return words
