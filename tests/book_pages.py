@@ -1,5 +1,6 @@
 """The book's pages, from _toc.yml: the site tests and the link tests check every one of them."""
 
+import contextlib
 from pathlib import Path
 
 import yaml
@@ -37,3 +38,23 @@ def chapter_html() -> dict[str, tuple[str, ...]]:
         f"{landing}.html": tuple(f"{page}.html" for page in pages)
         for landing, pages in chapter_pages(ROOT).items()
     }
+
+
+@contextlib.contextmanager
+def site_server(site: Path):
+    """Serve the built site in `site` on a free port of 127.0.0.1; yields its base address."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()

@@ -6,18 +6,15 @@ from Debian's `chromium` package (see .ci/run); without it
 these tests are skipped locally and fail in CI (SEQMODELS_REQUIRE_BROWSER=1).
 """
 
-import functools
-import http.server
 import json
 import os
 import re
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
 
-from book_pages import chapter_html, toc_pages
+from book_pages import chapter_html, site_server, toc_pages
 
 pytestmark = pytest.mark.browser
 
@@ -40,16 +37,8 @@ PHONE = {"width": 400, "height": 850}
 def server():
     if not (SITE / "index.html").is_file():
         pytest.fail("no built site in _build/html: run `make book` first")
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    handler = functools.partial(Quiet, directory=str(SITE))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with site_server(SITE) as address:
+        yield address
 
 
 @pytest.fixture(scope="module")
