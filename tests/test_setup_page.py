@@ -46,7 +46,7 @@ def test_windows_takes_the_same_steps():
 
 
 def test_colab_installs_the_library_with_its_student_extra():
-    (cell,) = blocks("python")
+    (cell,) = blocks("ipython3")
     command = cell[0]
     assert command.startswith("!pip install ")
     requirement = Requirement(command.removeprefix("!pip install ").strip('"'))

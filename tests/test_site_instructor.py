@@ -58,19 +58,26 @@ def test_an_instructor_page_loads_shows_the_banner_and_fits(browser, server, pat
     width = page.evaluate("() => document.documentElement.scrollWidth")
     assert width <= viewport["width"], f"the page scrolls sideways ({width} px)"
     assert_tables_fit_or_scroll_with_a_cue(page, path, viewport["width"])
-    if viewport["width"] >= 1400:
+    # the rubrics quote the problem sets' questions as the notebooks show them: their display math
+    # is set for a notebook's width, and scrolls visibly here (the phone check above holds it)
+    if viewport["width"] >= 1400 and not path.endswith("guide/rubrics.html"):
         assert_equations_fit_the_column(page, path)
     page.close()
 
 
-def test_an_exercise_links_to_its_solution_and_back(browser, server):  # noqa: F811
-    """From Chapter 4's exercises to the worked solution, and from the solution's title back."""
-    page, errors, _ = open_page(browser, f"{server}/book/ch04_gradients/distance.html")
-    link = page.locator(".seqmodels-solution-link a").first
-    link.click()
-    page.wait_for_load_state("networkidle")
-    assert page.url.endswith("solutions/ch04.html#ch04-ex1-solution"), page.url
-    title = page.locator("#ch04-ex1-solution .admonition-title a").first
-    assert "ch04_gradients/distance.html#ch04-ex1" in title.get_attribute("href")
-    assert errors == [], errors
+def test_each_exercise_links_to_its_solution_and_back(browser, server):  # noqa: F811
+    """Chapter 4's exercises each end with a link to their worked solution, in order, and the
+    solution's title links back to its exercise."""
+    page, errors, failed = open_page(browser, f"{server}/book/ch04_gradients/distance.html")
+    links = page.eval_on_selector_all(
+        ".seqmodels-solution-link a", "links => links.map(a => a.getAttribute('href'))"
+    )
+    expected = [f"../instructor/solutions/ch04.html#ch04-ex{k}-solution" for k in range(1, 7)]
+    assert links == expected
+    page.goto(f"{server}/book/instructor/solutions/ch04.html", wait_until="networkidle")
+    back = page.eval_on_selector_all(
+        "#ch04-ex1-solution a", "links => links.map(a => a.getAttribute('href'))"
+    )
+    assert any(h.endswith("ch04_gradients/distance.html#ch04-ex1") for h in back), back
+    assert errors == [] and failed == [], (errors, failed)
     page.close()

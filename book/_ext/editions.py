@@ -106,10 +106,10 @@ def _link_solutions(app, doctree, docname) -> None:
     solution_of = {
         entry["node"].get("target_label"): (label, entry["docname"])
         for label, entry in registry.items()
-        if entry["type"] == "solution"
+        if entry["type"] in ("solution", "solution-start")  # the gated form too
     }
     for kind in (exercise_enumerable_node, exercise_node):
-        for exercise in doctree.findall(kind):
+        for exercise in list(doctree.findall(kind)):  # appending below
             if exercise.get("label") not in solution_of:
                 continue
             label, page = solution_of[exercise["label"]]
