@@ -689,3 +689,23 @@ def training_then_experiment(ps: str, namespace: dict) -> tuple[float, str, str]
         plt.close("all")
     model_answer = cells["d_question"].split("=== BEGIN MARK SCHEME ===")[1].split("**Rubric")[0]
     return seconds, out.getvalue(), model_answer
+
+
+NUMBER = re.compile(r"\d+\.\d\d+(?:e-\d+)?\b")
+
+
+def assert_model_answer_quotes(model_answer: str, printed: str) -> None:
+    """Every number a part-D model answer states is one the solution's run prints, up to the
+    rounding of another CPU. The model answer was measured on one machine; the test runs on any,
+    and a long run's numbers move there (on this course's two CPUs, by tens of percent for a
+    statistic, and by orders of magnitude for a gradient that has vanished below 1e-6). So a
+    quoted number must be within a factor of two of a printed one, or both must be below 1e-6: a
+    number of the wrong size, or one no line prints, still fails."""
+    values = [float(n) for n in NUMBER.findall(printed)]
+    for number in NUMBER.findall(model_answer):
+        quoted = float(number)
+        near = any(
+            (quoted <= 1e-6 and v <= 1e-6) or (v > 0 and 0.5 <= quoted / v <= 2) or quoted == v
+            for v in values
+        )
+        assert near, (number, printed)

@@ -444,5 +444,4 @@ def test_training_and_part_d_run_within_their_time_and_the_model_answer_quotes_t
     assert trained < 40 and seconds < 60  # about 20 s on an idle core; a loaded machine is slower
     printed = out.getvalue()
     model_answer = _cell("d_question").split("=== BEGIN MARK SCHEME ===")[1].split("**Rubric")[0]
-    for number in re.findall(r"\d+\.\d\d+(?:e-\d+)?\b", model_answer):
-        assert number in printed, number
+    helpers.assert_model_answer_quotes(model_answer, printed)
