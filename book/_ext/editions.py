@@ -26,10 +26,7 @@ EDITIONS = ("student", "instructor")
 INSTRUCTOR_DIR = "book/instructor"
 INSTRUCTOR_TOC = f"{INSTRUCTOR_DIR}/_toc.yml"
 STUDENT_SITE = Path("_build") / "html"
-BANNER = (
-    "Instructor's edition: worked solutions, rubrics and the teaching guide. "
-    "Do not publish it where students can read it."
-)
+BANNER = "Instructor's edition, with solutions and rubrics: not for students' eyes."
 
 
 def edition() -> str:
