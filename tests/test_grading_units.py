@@ -306,9 +306,10 @@ def test_a_students_figure_reaches_formgrader_as_pixels_only():
         assert set(output["data"]) == {"image/png", "text/plain"}
 
 
-def test_a_cells_time_limit_follows_nbclients_contract_raised_to_twice_the_solutions():
+def test_a_cells_time_limit_follows_nbclients_contract_raised_to_thrice_the_solutions():
     """`GuardedExecute._get_timeout`: nbclient's answer (`timeout`, or `timeout_func`'s for the
-    cell), at least twice the solution's time for the cell; None (no limit) where nbclient's is."""
+    cell), at least `time_factor` (3) × the solution's time for the cell; None (no limit) where
+    nbclient's is."""
     from nbformat.v4 import new_code_cell
 
     from seqmodels.grading.preprocessors import GuardedExecute
@@ -316,10 +317,10 @@ def test_a_cells_time_limit_follows_nbclients_contract_raised_to_twice_the_solut
     execute = GuardedExecute(timeout=30)
     execute._seconds = {"cells": {"test_training": 40.2}, "total": 60}
     training = new_code_cell("train()", metadata={"nbgrader": {"grade_id": "test_training"}})
-    assert execute._get_timeout(training) == 81
+    assert execute._get_timeout(training) == 121
     assert execute._get_timeout(new_code_cell("quick()")) == 30
     assert execute._get_timeout(None) == 30
-    execute.timeout_func = lambda cell: 100
-    assert execute._get_timeout(training) == 100
+    execute.timeout_func = lambda cell: 150
+    assert execute._get_timeout(training) == 150
     execute.timeout_func, execute.timeout = None, -1
     assert execute._get_timeout(training) is None

@@ -132,7 +132,7 @@ def build(
 
     Stored references come from the CPU; other devices are for checking them (see tests). The
     kernel uses one thread (as a sandbox's one core does), and each cell is timed: grading gives a
-    cell twice the solution's time (`GuardedExecute`). A training task's reference is the
+    cell `time_factor` (three) times the solution's time (`GuardedExecute`). A training task's reference is the
     solution's own outcome on the grader's evaluation request (`seqmodels.grading.heldout`).
     """
     import torch
